@@ -1,0 +1,260 @@
+"""Pure values: memories, write results, search hits, injections.
+
+All are frozen dataclasses; identity and persistence live in the store. ``to_dict()`` gives the
+JSON shape used by the CLI and (later) the HTTP API.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+
+class MemoryType(StrEnum):
+    """What kind of thing a memory is; each type has a default importance."""
+
+    IDENTITY = "identity"
+    GOAL = "goal"
+    DECISION = "decision"
+    TODO = "todo"
+    PREFERENCE = "preference"
+    FACT = "fact"
+    EVENT = "event"
+    OBSERVATION = "observation"
+
+
+#: Default importance (0..1) of each type, from the design's data model.
+DEFAULT_IMPORTANCE: Mapping[MemoryType, float] = {
+    MemoryType.IDENTITY: 1.0,
+    MemoryType.GOAL: 0.9,
+    MemoryType.DECISION: 0.8,
+    MemoryType.TODO: 0.8,
+    MemoryType.PREFERENCE: 0.7,
+    MemoryType.FACT: 0.6,
+    MemoryType.EVENT: 0.4,
+    MemoryType.OBSERVATION: 0.3,
+}
+
+
+class Status(StrEnum):
+    ACTIVE = "active"
+    FORGOTTEN = "forgotten"
+    SUPERSEDED = "superseded"
+
+
+class Relation(StrEnum):
+    """Typed association between two memories."""
+
+    RELATED_TO = "related_to"
+    UPDATES = "updates"
+    CONTRADICTS = "contradicts"
+    CAUSED_BY = "caused_by"
+    RESULT_OF = "result_of"
+    PART_OF = "part_of"
+
+
+class Decision(StrEnum):
+    """The write path's decision for one offered memory (see docs/dedup.md)."""
+
+    ADDED = "added"
+    HASH_EXACT = "hash_exact"
+    AUTO_REJECT = "auto_reject"
+    REPLACED = "replaced"
+    GRAY_KEEP = "gray_keep"
+    GUARD_KEEP = "guard_keep"
+    LLM_MERGE = "llm_merge"
+    LLM_REJECT = "llm_reject"
+    LLM_KEEP = "llm_keep"
+    FALLBACK_REJECT = "fallback_reject"
+    FALLBACK_KEEP = "fallback_keep"
+
+    @property
+    def duplicate(self) -> bool:
+        """True when the offered text did not become a memory of its own."""
+        return self in _DUPLICATE_DECISIONS
+
+
+_DUPLICATE_DECISIONS = frozenset(
+    {
+        Decision.HASH_EXACT,
+        Decision.AUTO_REJECT,
+        Decision.REPLACED,
+        Decision.LLM_MERGE,
+        Decision.LLM_REJECT,
+        Decision.FALLBACK_REJECT,
+    }
+)
+
+
+class ResetReason(StrEnum):
+    """Why a session's injection tracking was reset."""
+
+    COMPACT = "compact"
+    CLEAR = "clear"
+    RESUME = "resume"
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, StrEnum):
+        return value.value
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, Mapping):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_jsonable(v) for v in value]
+    return value
+
+
+class _ToDict:
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict (datetimes as ISO 8601 strings, enums as their values)."""
+        out = _jsonable(self)
+        assert isinstance(out, dict)
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class Memory(_ToDict):
+    """One stored memory. Times are timezone-aware UTC; ``importance`` is 0..1."""
+
+    id: str
+    content: str
+    type: MemoryType
+    importance: float
+    owner: str
+    agent: str | None
+    session: str | None
+    source: str | None
+    created_at: datetime
+    updated_at: datetime
+    last_accessed_at: datetime | None
+    access_count: int
+    confirmations: int
+    content_hash: str
+    status: Status
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryVersion(_ToDict):
+    """A previous text of a memory, kept when its text changed (replace, merge, update)."""
+
+    memory_id: str
+    version: int
+    content: str
+    content_hash: str
+    reason: str
+    replaced_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class Association(_ToDict):
+    """A typed, weighted (0..1) link between two memories of the same owner."""
+
+    source_id: str
+    target_id: str
+    relation: Relation
+    weight: float
+    created_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class WriteResult(_ToDict):
+    """Outcome of offering one memory to the write path.
+
+    ``memory`` is the memory that now holds the text (the new one, or the existing one that
+    absorbed it); ``matched_id`` the existing memory it was compared with (``None`` for ``added``
+    with nothing near); ``similarity`` the cosine to it (1.0 for ``hash_exact``).
+    """
+
+    decision: Decision
+    memory: Memory
+    matched_id: str | None = None
+    similarity: float | None = None
+    reasoning: str | None = None
+
+    @property
+    def duplicate(self) -> bool:
+        return self.decision.duplicate
+
+
+@dataclass(frozen=True, slots=True)
+class DedupLogEntry(_ToDict):
+    """One row of ``dedup_log``: every decision at or above ``gray_low`` (and every hash hit)."""
+
+    id: int
+    owner: str
+    new_text: str
+    existing_id: str | None
+    existing_text: str | None
+    similarity: float | None
+    decision: Decision
+    reasoning: str | None
+    review_status: str
+    created_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class SearchHit(_ToDict):
+    """One search result.
+
+    ``score`` is the fused reciprocal-rank score (higher is better); ``similarity`` the cosine
+    between the query and the memory embeddings; ``ranks`` the 1-based rank in each leg that found
+    it (keys among ``vector``, ``fts``, ``graph``).
+    """
+
+    memory: Memory
+    score: float
+    similarity: float
+    ranks: Mapping[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class InjectedItem(_ToDict):
+    """A memory placed in an injection block; ``source`` is ``pinned`` or ``contextual``."""
+
+    memory: Memory
+    source: str
+    score: float
+
+
+@dataclass(frozen=True, slots=True)
+class Injection(_ToDict):
+    """What :meth:`MemoryEngine.inject` decided for one turn.
+
+    ``block`` is the text to insert before the user message (``None`` when nothing is injected);
+    ``skipped`` counts candidates left out, by reason (``trivial``, ``disabled``,
+    ``already_injected``, ``duplicate_in_batch``, ``semantic_duplicate``, ``same_session``,
+    ``budget``); ``elapsed_ms`` is wall time in milliseconds.
+    """
+
+    session: str
+    turn: int
+    block: str | None
+    items: tuple[InjectedItem, ...]
+    skipped: Mapping[str, int]
+    elapsed_ms: float
+
+
+@dataclass(frozen=True, slots=True)
+class SessionState(_ToDict):
+    """Persisted injection tracking of one session (see docs/injection.md).
+
+    ``injected`` maps memory id -> the turn it was last injected in (pruned to the window);
+    ``last_reset_at``/``last_reset_reason`` record the last compaction, clear or resume.
+    """
+
+    owner: str
+    session: str
+    turn: int
+    injected: Mapping[str, int]
+    last_reset_at: datetime | None
+    last_reset_reason: str | None
+    updated_at: datetime | None
