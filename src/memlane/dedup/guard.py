@@ -1,0 +1,530 @@
+"""The near-identical guard of the write path (pure Python, no model).
+
+Where the rules come from: ``ARCHITECTURE.md``, section "Write path", paragraph "The near-identical
+guard". With the default embedding model (all-MiniLM-L6-v2) cosine similarity cannot tell a
+paraphrase from a swap of roles ("Quaid gave Melina a ring" vs "Melina gave Quaid a ring"; the 105
+same-multiset label-0 pairs of PAWS dev have a median cosine of about 0.99), so without an LLM the
+write path merges two texts automatically only when this guard says the texts are
+
+- :attr:`GuardVerdict.SAME`: the same content words in the same order, the same numbers in the same
+  order, a negation on both or on neither; or
+- :attr:`GuardVerdict.EXTENDS`: the new text keeps every word of the existing text that carries
+  meaning, in order, with all its numbers and the same negation, and adds at least one content
+  word (the newer, more detailed wording replaces the older one).
+
+Every other verdict means "never merge without an LLM". Numbers and negation are checked first and
+always fail.
+
+How a text is compared (:func:`_analyse`):
+
+1. :func:`memlane._text.normalise` (NFKC, casefold, collapsed whitespace); clitics split off by a
+   tokeniser (PAWS writes ``do n't``, ``Quaid 's``) are re-attached to their word.
+2. Numerals are cut out first (:data:`_NUMERAL`), the rest is split into words with
+   :func:`memlane._text.words`.
+3. Contractions are expanded: ``n't`` -> ``not`` (``can't`` -> ``can not``, ``won't`` ->
+   ``will not``), ``cannot`` -> ``can not``, ``'ll`` -> ``will``, ``'d`` -> ``would``; ``'s``,
+   ``'m``, ``'re`` and ``'ve`` are dropped (possessive, or a form of be/have, which are trivial).
+4. Runs of number words and numerals are read as numbers (:func:`numbers`); they never count as
+   content words.
+5. Each remaining word is either ignored (:data:`TRIVIAL_WORDS`) or a content word, lightly stemmed
+   (:func:`_stem`). Negation words stay content words (as ``not``, ``never``, ``no``...) so their
+   position is compared too, on top of :func:`negated`.
+
+:data:`TRIVIAL_WORDS` has two kinds of words. Articles and forms of be/have/do are ignored outright.
+The few prepositions/conjunctions in it ("linking words") are ignored when content words are
+compared, so they may be added or dropped, but one may never be *swapped* for another ("made by
+Quaid" vs "made for Quaid" is ``different``; "from Berlin to Paris" vs "to Berlin from Paris" is
+``reordered``), and ``extends``/``narrows`` require the shorter text's content and linking words,
+in order, inside the longer one's ("turned on the light" does not extend to "turned off the light").
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from decimal import Decimal
+from enum import StrEnum
+
+from memlane._text import normalise, words
+
+__all__ = [
+    "TRIVIAL_WORDS",
+    "GuardResult",
+    "GuardVerdict",
+    "compare",
+    "content_words",
+    "negated",
+    "numbers",
+]
+
+# --- word lists -------------------------------------------------------------------------------
+
+#: Articles: they never change which facts a sentence states ("a man plays the guitar").
+_ARTICLES = frozenset({"a", "an", "the"})
+
+#: Forms of be/have/do: auxiliaries in paraphrases come and go ("A man is playing a guitar" vs "A man
+#: plays a guitar"; "I do like tea"). Deliberately ignored with them: their tense ("is"/"was") and the
+#: copula/possession contrast ("is a"/"has a"), which the write path leaves to recency and the LLM.
+_AUXILIARIES = frozenset(
+    {
+        "be", "am", "is", "are", "was", "were", "been", "being",
+        "have", "has", "had", "having",
+        "do", "does", "did", "doing", "done",
+    }
+)  # fmt: skip
+
+#: Linking words: the commonest prepositions/conjunctions, which paraphrases add or drop ("moved to
+#: Paris" vs "moved Paris", "said that he..." vs "said he..."). Ignored as content words, but one
+#: may never replace another (see the module docstring), so "from"/"to" or "by"/"for" keep roles.
+#: No pronouns (swapping "he"/"she" changes the fact), no negations, no numbers, no "or"/"but".
+_LINKING = frozenset({"of", "to", "in", "on", "at", "for", "by", "with", "from", "and", "that"})
+
+#: Words ignored when content words are compared: articles, forms of be/have/do and the linking
+#: words above. Never negations, numbers or pronouns.
+TRIVIAL_WORDS: frozenset[str] = _ARTICLES | _AUXILIARIES | _LINKING
+
+#: Negation markers (after contraction expansion, so ``n't`` and ``cannot`` give ``not``).
+_NEGATIONS = frozenset(
+    {"not", "no", "never", "without", "none", "nobody", "nothing", "neither", "nor"}
+)
+
+_UNITS = {
+    "zero": 0, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7,
+    "eight": 8, "nine": 9, "ten": 10, "eleven": 11, "twelve": 12, "thirteen": 13,
+    "fourteen": 14, "fifteen": 15, "sixteen": 16, "seventeen": 17, "eighteen": 18, "nineteen": 19,
+}  # fmt: skip
+_TENS = {
+    "twenty": 20, "thirty": 30, "forty": 40, "fifty": 50, "sixty": 60, "seventy": 70,
+    "eighty": 80, "ninety": 90,
+}  # fmt: skip
+_SCALES = {"thousand": 1_000, "million": 1_000_000, "billion": 1_000_000_000}
+_ORDINAL_UNITS = {
+    "first": 1, "second": 2, "third": 3, "fourth": 4, "fifth": 5, "sixth": 6, "seventh": 7,
+    "eighth": 8, "ninth": 9, "tenth": 10, "eleventh": 11, "twelfth": 12, "thirteenth": 13,
+    "fourteenth": 14, "fifteenth": 15, "sixteenth": 16, "seventeenth": 17, "eighteenth": 18,
+    "nineteenth": 19,
+}  # fmt: skip
+_ORDINAL_TENS = {
+    "twentieth": 20, "thirtieth": 30, "fortieth": 40, "fiftieth": 50, "sixtieth": 60,
+    "seventieth": 70, "eightieth": 80, "ninetieth": 90,
+}  # fmt: skip
+_ORDINAL_SCALES = {"hundredth": 100, "thousandth": 1_000, "millionth": 1_000_000}
+
+# --- tokenising -------------------------------------------------------------------------------
+
+#: A numeral: ``1,000`` (comma thousands groups), ``3.5``, ``42``, with an optional ordinal
+#: (``2nd``) or decade (``1990s``) suffix when the suffix ends the word.
+_NUMERAL = re.compile(
+    r"(\d{1,3}(?:,\d{3})+(?!\d)(?:\.\d+)?|\d+(?:\.\d+)?)((?:st|nd|rd|th|s)(?![^\W_]))?"
+)
+#: Clitics a tokeniser split off ("do n't", "quaid 's"): re-attached to the word before them.
+_SPLIT_CLITIC = re.compile(r"([^\W_])\s+(n['’]t|['’](?:s|m|re|ve|ll|d))(?![^\W_])")
+_N_T = {"ca": "can", "wo": "will", "sha": "shall", "ai": "be"}
+
+
+@dataclass(frozen=True, slots=True)
+class _Num:
+    """A numeral of the text: its value and suffix (``"th"`` for any ordinal, ``"s"`` decade)."""
+
+    value: Decimal
+    suffix: str = ""
+
+
+_Token = str | _Num
+
+
+def _expand(word: str) -> list[str]:
+    """Expand one lower-cased word's contraction (step 3 of the module docstring)."""
+    word = word.replace("’", "'")
+    if word == "cannot":
+        return ["can", "not"]
+    if word.endswith("n't"):
+        base = word[:-3]
+        return ([_N_T.get(base, base)] if base else []) + ["not"]
+    for clitic, expansion in (("'ll", "will"), ("'d", "would")):
+        if word.endswith(clitic) and len(word) > len(clitic):
+            return [word[: -len(clitic)], expansion]
+    for clitic in ("'s", "'m", "'re", "'ve"):
+        if word.endswith(clitic) and len(word) > len(clitic):
+            return [word[: -len(clitic)]]
+    return [word]
+
+
+def _tokens(text: str) -> list[_Token]:
+    """Words (expanded, lower-case, unstemmed) and numerals of ``text``, in order."""
+    norm = _SPLIT_CLITIC.sub(r"\1\2", normalise(text))
+    out: list[_Token] = []
+    pos = 0
+    for match in _NUMERAL.finditer(norm):
+        for word in words(norm[pos : match.start()]):
+            out.extend(_expand(word))
+        digits, suffix = match.group(1), match.group(2) or ""
+        out.append(_Num(Decimal(digits.replace(",", "")), "s" if suffix == "s" else suffix and "th"))
+        pos = match.end()
+    for word in words(norm[pos:]):
+        out.extend(_expand(word))
+    return out
+
+
+def _format_number(value: Decimal, suffix: str) -> str:
+    """Canonical text of a number: ``1000``, ``3.5``, ``21st``, ``1990s``."""
+    text = format(value.normalize(), "f")
+    if suffix == "th" and value == value.to_integral_value():
+        n = int(value)
+        ending = "th" if n % 100 in (11, 12, 13) else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+        return f"{n}{ending}"
+    return text + suffix
+
+
+class _NumberReader:
+    """Reads runs of number words/numerals into numbers ("twenty five" -> 25, "3.5 million")."""
+
+    def __init__(self) -> None:
+        self.out: list[str] = []
+        self._total = Decimal(0)
+        self._current: Decimal | None = None
+        self._last = ""  # "", "unit", "tens", "hundred", "scale", "numeral"
+
+    def flush(self) -> None:
+        if self._current is not None or self._last:
+            self.out.append(_format_number(self._total + (self._current or 0), ""))
+        self._total, self._current, self._last = Decimal(0), None, ""
+
+    def _small(self, value: int) -> bool:
+        """Add a unit/tens value to the run if English allows it there; True when done."""
+        if self._last == "tens" and self._current is not None and 0 < value < 10:
+            self._current += value
+            self._last = "unit"
+            return True
+        if self._last in ("hundred", "scale") and value < 100:
+            self._current = (self._current or Decimal(0)) + value
+            self._last = "tens" if value >= 20 else "unit"
+            return True
+        return False
+
+    def feed(self, token: _Token, next_token: _Token | None) -> bool:
+        """Consume ``token`` if it is part of a number; False (run flushed) when it is not."""
+        if isinstance(token, _Num):
+            self.flush()
+            if token.suffix:
+                self.out.append(_format_number(token.value, token.suffix))
+            else:
+                self._current, self._last = token.value, "numeral"
+            return True
+        if token in _UNITS or token in _TENS:
+            value = _UNITS.get(token, _TENS.get(token, 0))
+            if not self._small(value):
+                self.flush()
+                self._current = Decimal(value)
+                self._last = "tens" if token in _TENS else "unit"
+            return True
+        if token == "hundred":
+            if self._last in ("unit", "tens", "numeral") and self._current is not None:
+                self._current *= 100
+            else:
+                self.flush()
+                self._current = Decimal(100)
+            self._last = "hundred"
+            return True
+        if token in _SCALES:
+            if not self._last:
+                self._current = Decimal(1)
+            self._total += (self._current if self._current is not None else 1) * _SCALES[token]
+            self._current, self._last = Decimal(0), "scale"
+            return True
+        if token in _ORDINAL_UNITS or token in _ORDINAL_TENS:
+            value = _ORDINAL_UNITS.get(token, _ORDINAL_TENS.get(token, 0))
+            if not self._small(value):
+                self.flush()
+                self._current = Decimal(value)
+            self.out.append(_format_number(self._total + (self._current or 0), "th"))
+            self._total, self._current, self._last = Decimal(0), None, ""
+            return True
+        if token in _ORDINAL_SCALES:
+            scale = _ORDINAL_SCALES[token]
+            base = self._total + (self._current or 0) if self._last else Decimal(0)
+            self.out.append(_format_number(base * scale if base else Decimal(scale), "th"))
+            self._total, self._current, self._last = Decimal(0), None, ""
+            return True
+        if (
+            token == "and"
+            and self._last in ("hundred", "scale")
+            and isinstance(next_token, str)
+            and (next_token in _UNITS or next_token in _TENS or next_token in _ORDINAL_UNITS)
+        ):
+            return True  # "one hundred and five"
+        self.flush()
+        return False
+
+
+# --- stemming ---------------------------------------------------------------------------------
+
+_VOWELS = frozenset("aeiouy")
+
+
+def _has_vowel(stem: str) -> bool:
+    return any(ch in _VOWELS for ch in stem)
+
+
+def _short_cvc(stem: str) -> bool:
+    """Stem is one syllable ending consonant-vowel-consonant ("mak", "hop"): it lost an "e"."""
+    if len(stem) < 2 or sum(1 for ch in stem if ch in _VOWELS) != 1:
+        return False
+    a, b, c = ("#" + stem)[-3:]
+    return a not in _VOWELS and b in _VOWELS and c not in _VOWELS and c not in "wxy"
+
+
+def _stem(word: str) -> str:
+    """Strip plural/-ing/-ed so inflections meet: "plays"/"playing"/"played" -> "play".
+
+    A tiny suffix stripper after Porter's step 1 (possessive ``'s`` is removed earlier):
+
+    - plural: ``-ies`` -> ``-y`` ("studies", words over 4 letters), ``-sses``/``-ches``/``-shes``/
+      ``-xes``/``-zes`` lose ``-es``, otherwise a final ``-s`` goes unless the word ends in ``ss``,
+      ``us`` or ``is`` or has 3 letters or fewer;
+    - ``-ied`` -> ``-y`` ("studied"); ``-ed``/``-ing`` go when the rest has a vowel ("bed", "sing",
+      "string" and ``-eed`` words stay); then a doubled final consonant is undone ("stopped" ->
+      "stop", except l/s/z: "falling" -> "fall"), or an ``e`` is restored after ``at``/``bl``/``iz``
+      or a one-syllable consonant-vowel-consonant stem ("making" -> "make", "created" -> "create").
+
+    Irregular forms ("gave"/"given") are not merged: that only costs a missed duplicate.
+    """
+    if len(word) <= 3 or not word.isalpha():
+        return word
+    if word.endswith("ies") and len(word) > 4:
+        return word[:-3] + "y"
+    if word.endswith("ied") and len(word) > 4:
+        return word[:-3] + "y"
+    if word.endswith(("sses", "ches", "shes", "xes", "zes")):
+        return word[:-2]
+    for suffix in ("ing", "ed"):
+        if word.endswith(suffix) and not word.endswith("eed"):
+            stem = word[: -len(suffix)]
+            if len(stem) < 2 or not _has_vowel(stem):
+                return word
+            if len(stem) > 2 and stem[-1] == stem[-2] and stem[-1] not in _VOWELS | set("lsz"):
+                return stem[:-1]
+            if stem.endswith(("at", "bl", "iz")) or _short_cvc(stem):
+                return stem + "e"
+            return stem
+    if word.endswith("s") and not word.endswith(("ss", "us", "is")):
+        return word[:-1]
+    return word
+
+
+# --- analysis ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _Analysis:
+    """One text, prepared for comparison.
+
+    ``content``: content words (stemmed, in order). ``linking``: content and linking words in
+    order (linking words unstemmed) - what ``extends``/``narrows`` must keep. ``gaps``: the linking
+    words before each content word, plus one trailing gap (``len(content) + 1`` tuples).
+    """
+
+    content: tuple[str, ...]
+    linking: tuple[str, ...]
+    gaps: tuple[tuple[str, ...], ...]
+    numbers: tuple[str, ...]
+    negated: bool
+
+
+def _analyse(text: str) -> _Analysis:
+    tokens = _tokens(text)
+    reader = _NumberReader()
+    content: list[str] = []
+    linking: list[str] = []
+    gaps: list[tuple[str, ...]] = []
+    gap: list[str] = []
+    is_negated = False
+    for i, token in enumerate(tokens):
+        nxt = tokens[i + 1] if i + 1 < len(tokens) else None
+        if reader.feed(token, nxt):  # numbers, and "and" inside one ("hundred and five")
+            continue
+        assert isinstance(token, str)
+        if token in _NEGATIONS:
+            is_negated = True
+        if token in _LINKING:
+            gap.append(token)
+            linking.append(token)
+        elif token in TRIVIAL_WORDS or not token:
+            continue
+        else:
+            stem = token if token in _NEGATIONS else _stem(token)
+            content.append(stem)
+            linking.append(stem)
+            gaps.append(tuple(gap))
+            gap = []
+    reader.flush()
+    gaps.append(tuple(gap))
+    return _Analysis(tuple(content), tuple(linking), tuple(gaps), tuple(reader.out), is_negated)
+
+
+def content_words(text: str) -> list[str]:
+    """Content words of ``text`` in order: ``list[str]``, lower-case, lightly stemmed.
+
+    Words of :func:`memlane._text.words` minus :data:`TRIVIAL_WORDS`, punctuation and numbers
+    (compared separately by :func:`numbers`), contractions expanded (``n't`` -> ``not``), each
+    stemmed by :func:`_stem`. Negation words are kept (``not``, ``never``...).
+    Example: ``content_words("A man is playing a guitar.") == ["man", "play", "guitar"]``.
+    """
+    return list(_analyse(text).content)
+
+
+def numbers(text: str) -> list[str]:
+    """Numbers of ``text`` in order, each as canonical text: ``list[str]``.
+
+    Read: numerals (``42``, ``3.5`` and ``3.50`` -> ``3.5``, ``1,000`` -> ``1000``, ``007`` ->
+    ``7``), ordinals (``2nd``/``second`` -> ``2nd``, ``11th``/``eleventh`` -> ``11th``,
+    first..nineteenth, twentieth..ninetieth, hundredth..millionth), decades (``1990s``), and number
+    words zero..nineteen, twenty..ninety, hundred, thousand, million, billion, combined in runs
+    ("twenty-five" -> ``25``, "one hundred and five" -> ``105``, "3.5 million" -> ``3500000``).
+    A digit run inside a word counts too ("mp3" -> ``3``). "a hundred" reads as ``100``; "once",
+    "dozen", "half" and plurals such as "hundreds" are ordinary words.
+    """
+    return list(_analyse(text).numbers)
+
+
+def negated(text: str) -> bool:
+    """True when ``text`` has a negation: not/n't, no, never, cannot, without, none, nobody,
+    nothing, neither, nor. A boolean only (double negations are not resolved)."""
+    return _analyse(text).negated
+
+
+# --- comparison -------------------------------------------------------------------------------
+
+
+class GuardVerdict(StrEnum):
+    """How a new text relates to an existing one (see :func:`compare` for the order of checks)."""
+
+    SAME = "same"
+    EXTENDS = "extends"
+    NARROWS = "narrows"
+    REORDERED = "reordered"
+    NUMBERS_DIFFER = "numbers_differ"
+    NEGATION_DIFFERS = "negation_differs"
+    DIFFERENT = "different"
+
+
+@dataclass(frozen=True, slots=True)
+class GuardResult:
+    """Verdict of :func:`compare` and a human-readable ``reason`` ("number 35 became 36")."""
+
+    verdict: GuardVerdict
+    reason: str
+
+    @property
+    def passes(self) -> bool:
+        """True only for :attr:`GuardVerdict.SAME` (near-identical texts)."""
+        return self.verdict is GuardVerdict.SAME
+
+
+def _is_subsequence(short: Sequence[str], long: Sequence[str]) -> bool:
+    it = iter(long)
+    return all(any(item == other for other in it) for item in short)
+
+
+def _added(short: Sequence[str], long: Sequence[str]) -> list[str]:
+    """Items of ``long`` not used by a greedy in-order embedding of ``short`` (a subsequence)."""
+    out: list[str] = []
+    i = 0
+    for item in long:
+        if i < len(short) and item == short[i]:
+            i += 1
+        else:
+            out.append(item)
+    return out
+
+
+def _join(items: Sequence[str]) -> str:
+    return ", ".join(items) if items else "none"
+
+
+def _numbers_reason(old: Sequence[str], new: Sequence[str]) -> str:
+    if len(old) == len(new):
+        if Counter(old) == Counter(new):
+            return f"numbers {_join(old)} reordered as {_join(new)}"
+        changed = [(a, b) for a, b in zip(old, new, strict=True) if a != b]
+        return "; ".join(f"number {a} became {b}" for a, b in changed)
+    if _is_subsequence(old, new):
+        return f"number {_join(_added(old, new))} added"
+    if _is_subsequence(new, old):
+        return f"number {_join(_added(new, old))} dropped"
+    return f"numbers {_join(old)} became {_join(new)}"
+
+
+def _gap_swap(old: _Analysis, new: _Analysis) -> str | None:
+    """First pair of gaps where a linking word was swapped for another (None: only adds/drops)."""
+    for a, b in zip(old.gaps, new.gaps, strict=True):
+        if not _is_subsequence(a, b) and not _is_subsequence(b, a):
+            return f"'{' '.join(a)}' became '{' '.join(b)}'"
+    return None
+
+
+def compare(existing: str, new: str) -> GuardResult:
+    """Compare a stored text with a new one; returns a :class:`GuardResult`.
+
+    Checks, in this order (the first that applies wins):
+
+    1. ``negation_differs``: :func:`negated` differs (always fails).
+    2. ``numbers_differ``: the :func:`numbers` lists differ (order counts), unless the content
+       words make it ``extends`` (``narrows``) and the existing (new) numbers are an in-order
+       subsequence of the other side's (always fails).
+    3. ``same``: equal :func:`content_words` in the same order, linking words only added or
+       dropped (a swap such as by/for gives ``reordered`` if the linking words are the same
+       multiset, else ``different``).
+    4. ``extends``: the existing text's content and linking words are an in-order subsequence of
+       the new text's and the new text has at least one more content word.
+    5. ``narrows``: the reverse of ``extends``.
+    6. ``reordered``: the same multiset of content words in another order (a swap of roles).
+    7. ``different``: anything else.
+    """
+    old, cur = _analyse(existing), _analyse(new)
+    if old.negated != cur.negated:
+        where = "new" if cur.negated else "existing"
+        return GuardResult(GuardVerdict.NEGATION_DIFFERS, f"negation in the {where} text only")
+
+    longer = len(cur.content) > len(old.content)
+    extends = longer and _is_subsequence(old.linking, cur.linking)
+    narrows = len(old.content) > len(cur.content) and _is_subsequence(cur.linking, old.linking)
+
+    if old.numbers != cur.numbers:
+        if extends and _is_subsequence(old.numbers, cur.numbers):
+            added = _added(old.content, cur.content) + _added(old.numbers, cur.numbers)
+            return GuardResult(GuardVerdict.EXTENDS, f"new text adds {_join(added)}")
+        if narrows and _is_subsequence(cur.numbers, old.numbers):
+            dropped = _added(cur.content, old.content) + _added(cur.numbers, old.numbers)
+            return GuardResult(GuardVerdict.NARROWS, f"new text drops {_join(dropped)}")
+        return GuardResult(GuardVerdict.NUMBERS_DIFFER, _numbers_reason(old.numbers, cur.numbers))
+
+    if old.content == cur.content:
+        swap = _gap_swap(old, cur)
+        if swap is None:
+            return GuardResult(GuardVerdict.SAME, "same content words in the same order")
+        old_links = Counter(w for g in old.gaps for w in g)
+        if old_links == Counter(w for g in cur.gaps for w in g):
+            return GuardResult(GuardVerdict.REORDERED, f"linking words swapped: {swap}")
+        return GuardResult(GuardVerdict.DIFFERENT, f"linking word changed: {swap}")
+    if extends:
+        added = _join(_added(old.content, cur.content))
+        return GuardResult(GuardVerdict.EXTENDS, f"new text adds {added}")
+    if narrows:
+        dropped = _join(_added(cur.content, old.content))
+        return GuardResult(GuardVerdict.NARROWS, f"new text drops {dropped}")
+    if Counter(old.content) == Counter(cur.content):
+        first = next(i for i, (a, b) in enumerate(zip(old.content, cur.content)) if a != b)
+        return GuardResult(
+            GuardVerdict.REORDERED,
+            f"same content words in another order: '{old.content[first]}' became "
+            f"'{cur.content[first]}' at word {first + 1}",
+        )
+    only_old = sorted((Counter(old.content) - Counter(cur.content)).elements())
+    only_new = sorted((Counter(cur.content) - Counter(old.content)).elements())
+    return GuardResult(
+        GuardVerdict.DIFFERENT,
+        f"content words differ: existing only {_join(only_old)}; new only {_join(only_new)}",
+    )

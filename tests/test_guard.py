@@ -1,0 +1,222 @@
+"""Tests of the near-identical guard (memlane.dedup.guard): unit cases and the PAWS swap pairs."""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from memlane._text import normalise
+from memlane.dedup.guard import (
+    TRIVIAL_WORDS,
+    GuardResult,
+    GuardVerdict,
+    compare,
+    content_words,
+    negated,
+    numbers,
+)
+
+PAWS_DEV = Path(__file__).parents[1] / ".." / "shared" / "data" / "paws" / "paws_dev.tsv"
+
+V = GuardVerdict
+
+
+# --- content words, numbers, negation ---------------------------------------------------------
+
+
+def test_trivial_words_hold_no_negation_number_or_pronoun() -> None:
+    forbidden = {"not", "no", "never", "n't", "none", "nor", "neither", "without", "nothing"}
+    forbidden |= {"one", "two", "first", "second", "hundred", "0", "1"}
+    forbidden |= {"i", "he", "she", "it", "we", "they", "you", "him", "her", "them"}
+    forbidden |= {"or", "but"}
+    assert not TRIVIAL_WORDS & forbidden
+    assert {"a", "an", "the", "is", "was", "has", "did", "of"} <= TRIVIAL_WORDS
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("A man is playing a guitar.", ["man", "play", "guitar"]),
+        ("A man plays the guitar.", ["man", "play", "guitar"]),
+        ("He played.", ["he", "play"]),
+        ("Quaid's studies", ["quaid", "study"]),
+        ("Quaid 's dog", ["quaid", "dog"]),  # PAWS-style split clitic
+        ("stopped making boxes", ["stop", "make", "box"]),
+        ("falling horses", ["fall", "horse"]),
+        ("I don't like tea", ["i", "not", "like", "tea"]),
+        ("I do n't like tea", ["i", "not", "like", "tea"]),
+        ("She can't; we cannot", ["she", "can", "not", "we", "can", "not"]),
+        ("Quaid is 35 years old", ["quaid", "year", "old"]),
+        ("twenty-five cats", ["cat"]),
+        ("  ", []),
+    ],
+)
+def test_content_words(text: str, expected: list[str]) -> None:
+    assert content_words(text) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("Quaid is 35", ["35"]),
+        ("1,000 dogs and 3.5 cats", ["1000", "3.5"]),
+        ("3.50 vs 007", ["3.5", "7"]),
+        ("twenty-five", ["25"]),
+        ("one hundred and five", ["105"]),
+        ("3.5 million", ["3500000"]),
+        ("two thousand three hundred", ["2300"]),
+        ("the 2nd and second, the 11th and eleventh, twenty-first", ["2nd"] * 2 + ["11th"] * 2 + ["21st"]),
+        ("in the 1990s", ["1990s"]),
+        ("1, 2, 3", ["1", "2", "3"]),
+        ("scored 3 to 1", ["3", "1"]),
+        ("five six", ["5", "6"]),
+        ("mp3", ["3"]),
+        ("hundreds of people", []),
+        ("no numbers here", []),
+    ],
+)
+def test_numbers(text: str, expected: list[str]) -> None:
+    assert numbers(text) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("I like tea", False),
+        ("I don't like tea", True),
+        ("I do n't like tea", True),
+        ("I do not like tea", True),
+        ("Quaid never drinks", True),
+        ("She cannot swim", True),
+        ("tea without milk", True),
+        ("No one came", True),
+        ("Nobody came", True),
+        ("nothing happened", True),
+        ("neither tea nor coffee", True),
+        ("none of them", True),
+        ("Notably, the note is known", False),
+    ],
+)
+def test_negated(text: str, expected: bool) -> None:
+    assert negated(text) is expected
+
+
+# --- compare ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("existing", "new", "verdict"),
+    [
+        # The examples of ARCHITECTURE.md.
+        ("Quaid gave Melina a ring", "Melina gave Quaid a ring", V.REORDERED),
+        ("Quaid is 35", "Quaid is 36", V.NUMBERS_DIFFER),
+        ("I like tea", "I don't like tea", V.NEGATION_DIFFERS),
+        ("I don't like tea", "I like tea", V.NEGATION_DIFFERS),
+        ("A man is playing a guitar.", "A man plays the guitar.", V.SAME),
+        # Case, whitespace, punctuation.
+        ("Quaid likes  green TEA.", "quaid likes green tea", V.SAME),
+        ("I don't like tea", "I do not like tea", V.SAME),
+        # Extends / narrows.
+        ("Quaid moved to Paris", "Quaid moved to Paris with Melina", V.EXTENDS),
+        ("Quaid moved to Paris", "Quaid moved to Paris in 2019", V.NUMBERS_DIFFER),
+        ("Quaid moved to Paris", "Quaid moved to Paris with Melina in 2019", V.EXTENDS),
+        ("Quaid is 35", "Quaid is 35 and lives in Berlin", V.EXTENDS),
+        ("Quaid moved to Paris with Melina", "Quaid moved to Paris", V.NARROWS),
+        ("Quaid is 35 and lives in Berlin", "Quaid is 35", V.NARROWS),
+        ("Quaid is 35", "Quaid is 36 and lives in Berlin", V.NUMBERS_DIFFER),
+        ("Quaid likes tea", "Quaid never likes tea", V.NEGATION_DIFFERS),
+        # Linking words may come and go, never be swapped.
+        ("Quaid moved to Paris", "Quaid moved Paris", V.SAME),
+        ("The cake was made by Quaid", "The cake was made for Quaid", V.DIFFERENT),
+        ("Quaid moved from Berlin to Paris", "Quaid moved to Berlin from Paris", V.REORDERED),
+        ("Quaid turned on the light", "Quaid turned off the light", V.DIFFERENT),
+        ("Quaid played with Melina", "Quaid played against Melina", V.DIFFERENT),
+        # Numbers: order counts, number words equal numerals.
+        ("Quaid won 3 to 1", "Quaid won 1 to 3", V.NUMBERS_DIFFER),
+        ("Quaid has twenty-five cats", "Quaid has 25 cats", V.SAME),
+        ("Quaid came second", "Quaid came 2nd", V.SAME),
+        ("Quaid came second", "Quaid came 2", V.NUMBERS_DIFFER),
+        # Anything else.
+        ("Quaid likes tea", "Quaid likes coffee", V.DIFFERENT),
+        ("Quaid likes tea", "Melina hates coffee", V.DIFFERENT),
+        ("He likes tea", "She likes tea", V.DIFFERENT),
+    ],
+)
+def test_compare(existing: str, new: str, verdict: GuardVerdict) -> None:
+    result = compare(existing, new)
+    assert result.verdict is verdict, result.reason
+    assert result.passes is (verdict is V.SAME)
+    assert result.reason
+
+
+def test_reasons() -> None:
+    assert compare("Quaid is 35", "Quaid is 36").reason == "number 35 became 36"
+    assert compare("Quaid moved", "Quaid moved in 2019").reason == "number 2019 added"
+    assert compare("Quaid is 35", "Quaid is").reason == "number 35 dropped"
+    assert "3, 1" in compare("won 3 to 1", "won 1 to 3").reason
+    assert compare("I like tea", "I don't like tea").reason == "negation in the new text only"
+    assert "melina" in compare("Quaid moved", "Quaid moved with Melina").reason
+    assert "'by' became 'for'" in compare("made by Quaid", "made for Quaid").reason
+
+
+def test_result_is_frozen_and_verdicts_are_strings() -> None:
+    result = compare("a", "a")
+    assert isinstance(result, GuardResult)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        result.verdict = V.DIFFERENT  # type: ignore[misc]
+    assert V.SAME == "same" and V.NUMBERS_DIFFER == "numbers_differ"
+
+
+def test_negation_and_numbers_are_checked_first() -> None:
+    # Same words in the same order otherwise: negation wins over numbers, numbers over the rest.
+    assert compare("Quaid is 35", "Quaid is not 36").verdict is V.NEGATION_DIFFERS
+    assert compare("Quaid gave Melina 3 rings", "Melina gave Quaid 4 rings").verdict is (
+        V.NUMBERS_DIFFER
+    )
+
+
+def test_identical_and_empty_texts_are_same() -> None:
+    for text in ("Quaid gave Melina a ring on 3 May 2023.", "", "the a an"):
+        assert compare(text, text).passes
+
+
+# --- PAWS dev: adversarial swap pairs must never merge ----------------------------------------
+
+
+def _paws_rows() -> list[dict[str, str]]:
+    if not PAWS_DEV.is_file():
+        pytest.skip(f"PAWS dev data not found at {PAWS_DEV}")
+    with PAWS_DEV.open(encoding="utf-8", newline="") as fh:
+        return list(csv.DictReader(fh, delimiter="\t", quoting=csv.QUOTE_NONE))
+
+
+def test_paws_swap_pairs_never_merge() -> None:
+    rows = _paws_rows()
+    swaps = [
+        row
+        for row in rows
+        if row["label"] == "0"
+        and Counter(normalise(row["sentence1"]).split()) == Counter(normalise(row["sentence2"]).split())
+    ]
+    assert len(swaps) == 105
+    merged = [
+        (row["id"], result.verdict, result.reason)
+        for row in swaps
+        if (result := compare(row["sentence1"], row["sentence2"])).verdict in (V.SAME, V.EXTENDS)
+    ]
+    assert merged == []
+
+
+def test_paws_same_verdicts_are_paraphrases() -> None:
+    # Not a rule of the design, a regression check: on PAWS dev every `same` is a label-1 pair.
+    rows = _paws_rows()
+    wrong = [
+        row["id"]
+        for row in rows
+        if row["label"] == "0" and compare(row["sentence1"], row["sentence2"]).passes
+    ]
+    assert wrong == []
