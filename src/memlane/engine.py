@@ -184,7 +184,9 @@ class MemoryEngine:
         if item.source is not None and not isinstance(item.source, str):
             raise InvalidMemory(f"source must be a string, got {type(item.source).__name__}")
         if not isinstance(item.metadata, Mapping):
-            raise InvalidMemory(f"metadata must be a JSON object, got {type(item.metadata).__name__}")
+            raise InvalidMemory(
+                f"metadata must be a JSON object, got {type(item.metadata).__name__}"
+            )
         try:
             metadata = json.loads(json.dumps(dict(item.metadata)))
         except (TypeError, ValueError) as exc:
@@ -225,9 +227,7 @@ class MemoryEngine:
         item = MemoryInput(content, type, owner, agent, session, importance, source, metadata or {})
         return self.add_many([item])[0]
 
-    def add_many(
-        self, items: Iterable[MemoryInput | Mapping[str, Any]]
-    ) -> list[WriteResult]:
+    def add_many(self, items: Iterable[MemoryInput | Mapping[str, Any]]) -> list[WriteResult]:
         """Offer a batch: validated first (any invalid item -> :class:`InvalidMemory`, nothing
         written), embedded in batches, then deduplicated against the store *and* against earlier
         items of the batch, all in one transaction. Results are in input order."""
@@ -378,7 +378,9 @@ class MemoryEngine:
             try:
                 mtype = MemoryType(type)
             except ValueError:
-                raise InvalidArgument(f"unknown type {type!r}; valid types: {_TYPE_NAMES}") from None
+                raise InvalidArgument(
+                    f"unknown type {type!r}; valid types: {_TYPE_NAMES}"
+                ) from None
         if limit < 1:
             raise InvalidArgument(f"limit must be >= 1, got {limit}")
         return self.store.list(owner, agent=agent, type=mtype, limit=limit)
@@ -483,4 +485,3 @@ def _check_scope(name: str, value: object, *, required: bool = False) -> None:
 def _check_session(session: object) -> None:
     if not isinstance(session, str) or not session.strip():
         raise InvalidArgument(f"session must be a non-empty string, got {session!r}")
-

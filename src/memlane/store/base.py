@@ -138,7 +138,9 @@ class MemoryStore(Protocol):
         self, owner: str, agent: str | None, vector: Vector, k: int
     ) -> list[ScoredId]: ...
 
-    def fts_search(self, owner: str, agent: str | None, terms: Sequence[str], k: int) -> list[ScoredId]:
+    def fts_search(
+        self, owner: str, agent: str | None, terms: Sequence[str], k: int
+    ) -> list[ScoredId]:
         """BM25 ranking of active memories matching any of ``terms`` (plain words; the backend
         quotes them, so user text can never be query syntax)."""
         ...
@@ -147,7 +149,13 @@ class MemoryStore(Protocol):
         """Associations touching any of ``ids`` (either direction)."""
         ...
 
-    def cosines(self, owner: str, ids: Sequence[str], vector: Vector) -> dict[str, float]: ...
+    def embeddings(self, owner: str, ids: Sequence[str]) -> dict[str, Vector]:
+        """Stored unit-norm embeddings of ``ids`` (ids not found are left out)."""
+        ...
+
+    def cosines(self, owner: str, ids: Sequence[str], vector: Vector) -> dict[str, float]:
+        """Cosine between ``vector`` and each stored embedding of ``ids``."""
+        ...
 
     def record_access(self, ids: Sequence[str]) -> None:
         """Note that memories were returned (buffered; flushed without blocking the query)."""
@@ -179,7 +187,9 @@ class MemoryStore(Protocol):
         """Ids of memories learned in ``session`` (created after ``since`` when given)."""
         ...
 
-    def injection_events(self, owner: str, session: str, limit: int = 50) -> list[dict[str, Any]]: ...
+    def injection_events(
+        self, owner: str, session: str, limit: int = 50
+    ) -> list[dict[str, Any]]: ...
 
 
 def iter_chunks(seq: Sequence[str], size: int) -> Iterator[Sequence[str]]:

@@ -95,7 +95,12 @@ class SQLiteStore:
     # ------------------------------------------------------------------ open / close
     @classmethod
     def open(
-        cls, path: str | os.PathLike[str], *, model: str, dimension: int, busy_timeout_ms: int = 60_000
+        cls,
+        path: str | os.PathLike[str],
+        *,
+        model: str,
+        dimension: int,
+        busy_timeout_ms: int = 60_000,
     ) -> SQLiteStore:
         """Open (creating if needed) the store at ``path`` and apply pending migrations.
 
@@ -107,7 +112,10 @@ class SQLiteStore:
         try:
             p.parent.mkdir(parents=True, exist_ok=True)
             conn = sqlite3.connect(
-                str(p), isolation_level=None, check_same_thread=False, timeout=busy_timeout_ms / 1000
+                str(p),
+                isolation_level=None,
+                check_same_thread=False,
+                timeout=busy_timeout_ms / 1000,
             )
             conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
             mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
@@ -138,11 +146,10 @@ class SQLiteStore:
                 for statement in _split_sql(sql):
                     self._conn.execute(statement)
                 self._conn.execute(
-                    "INSERT INTO migrations (name, applied_at) VALUES (?, ?)", (name, to_iso(utcnow()))
+                    "INSERT INTO migrations (name, applied_at) VALUES (?, ?)",
+                    (name, to_iso(utcnow())),
                 )
-            self._conn.execute(
-                "CREATE INDEX IF NOT EXISTS memories_vec_seq ON memories (vec_seq)"
-            )
+            self._conn.execute("CREATE INDEX IF NOT EXISTS memories_vec_seq ON memories (vec_seq)")
 
     def _check_model(self) -> None:
         with self.transaction():
@@ -157,7 +164,10 @@ class SQLiteStore:
                     ],
                 )
                 meta = dict(self._conn.execute("SELECT key, value FROM meta").fetchall())
-        if meta["embedding.model"] != self.model or int(meta["embedding.dimension"]) != self.dimension:
+        if (
+            meta["embedding.model"] != self.model
+            or int(meta["embedding.dimension"]) != self.dimension
+        ):
             raise EmbeddingMismatch(
                 f"{self.path} was built with embedding model {meta['embedding.model']!r} "
                 f"({meta['embedding.dimension']} dims) but is being opened with {self.model!r} "
@@ -194,7 +204,11 @@ class SQLiteStore:
             self._begin_immediate()
             self._depth = 1
             try:
-                row = self._conn.execute("SELECT max(vec_seq) FROM memories").fetchone() if self._has_table() else None
+                row = (
+                    self._conn.execute("SELECT max(vec_seq) FROM memories").fetchone()
+                    if self._has_table()
+                    else None
+                )
                 self._tx_base_seq = int(row[0] or 0) if row else 0
                 self._tx_next_seq = self._tx_base_seq
                 yield
@@ -260,7 +274,9 @@ class SQLiteStore:
         )
 
     def _fetch_one(self, where: str, args: Sequence[Any]) -> tuple[int, Memory] | None:
-        row = self._conn.execute(f"SELECT {_MEMORY_COLUMNS} FROM memories WHERE {where}", args).fetchone()
+        row = self._conn.execute(
+            f"SELECT {_MEMORY_COLUMNS} FROM memories WHERE {where}", args
+        ).fetchone()
         return None if row is None else (int(row[0]), self._row_to_memory(row))
 
     def _require(self, memory_id: str) -> tuple[int, Memory]:
@@ -337,7 +353,9 @@ class SQLiteStore:
         with self._lock:
             index = self._index(owner)
             scores: dict[int, float] = {}
-            for key, cos in index.search(vector, k * 4 if agent is not None or self._count_agents(owner) else k):
+            for key, cos in index.search(
+                vector, k * 4 if agent is not None or self._count_agents(owner) else k
+            ):
                 scores[key] = cos
             pending = self._pending.get(owner, {})
             for key, (p_agent, p_vec) in pending.items():
@@ -619,7 +637,10 @@ class SQLiteStore:
 
     def _save_indexes(self) -> None:
         for owner, index in self._indexes.items():
-            if len(index) < _PERSIST_MIN_VECTORS or getattr(index, "saved_at", -1) == index.watermark:
+            if (
+                len(index) < _PERSIST_MIN_VECTORS
+                or getattr(index, "saved_at", -1) == index.watermark
+            ):
                 continue
             file = self._index_file(owner)
             try:
@@ -690,7 +711,7 @@ class SQLiteStore:
                 raise StoreError(f"full-text search failed for {terms!r}: {exc}") from exc
         return [ScoredId(r[0], -float(r[1])) for r in rows]
 
-    def cosines(self, owner: str, ids: Sequence[str], vector: Vector) -> dict[str, float]:
+    def embeddings(self, owner: str, ids: Sequence[str]) -> dict[str, Vector]:
         if not ids:
             return {}
         with self._lock:
@@ -699,24 +720,22 @@ class SQLiteStore:
             rows = self._conn.execute(
                 f"SELECT num, id FROM memories WHERE id IN ({marks})", list(ids)
             ).fetchall()
-            nums = [int(r[0]) for r in rows]
-            vecs = index.vectors(nums)
-            out: dict[str, float] = {}
+            vecs = index.vectors([int(r[0]) for r in rows])
+            out: dict[str, Vector] = {}
             if vecs is None:
                 return out
-            sims = vecs @ vector
-            missing = []
-            for (num, mid), sim, vec in zip(rows, sims, vecs, strict=True):
-                if not vec.any():
-                    missing.append((int(num), mid))
-                else:
-                    out[mid] = float(sim)
-            for num, mid in missing:  # not in the index (inactive): read the blob
-                blob = self._conn.execute(
-                    "SELECT embedding FROM memories WHERE num = ?", (num,)
-                ).fetchone()[0]
-                out[mid] = float(np.frombuffer(blob, dtype=np.float32) @ vector)
+            for (num, mid), vec in zip(rows, vecs, strict=True):
+                if vec.any():
+                    out[mid] = vec
+                else:  # not in the index (inactive, or written in this transaction)
+                    blob = self._conn.execute(
+                        "SELECT embedding FROM memories WHERE num = ?", (num,)
+                    ).fetchone()[0]
+                    out[mid] = np.frombuffer(blob, dtype=np.float32)
             return out
+
+    def cosines(self, owner: str, ids: Sequence[str], vector: Vector) -> dict[str, float]:
+        return {mid: float(vec @ vector) for mid, vec in self.embeddings(owner, ids).items()}
 
     def record_access(self, ids: Sequence[str]) -> None:
         now = to_iso(utcnow())

@@ -1,0 +1,13 @@
+"""The ``memlane`` command line (Typer). ``python -m memlane`` is the same CLI."""
+
+from __future__ import annotations
+
+from memlane.cli import bench, dedup, memories, replay, session  # noqa: F401  (registers commands)
+from memlane.cli.app import app
+
+__all__ = ["app", "main"]
+
+
+def main() -> None:
+    """Entry point of the ``memlane`` script."""
+    app()

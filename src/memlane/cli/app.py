@@ -1,0 +1,78 @@
+"""The Typer application and what every command shares: ``--home``, ``--json``, error handling.
+
+Command groups live in their own modules (``memories``, ``session``, ``dedup``, ``replay``,
+``bench``) and register on :data:`app` when :mod:`memlane.cli` is imported.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated, Any, TypeVar
+
+import typer
+from rich.console import Console
+
+from memlane.errors import MemlaneError
+
+app = typer.Typer(
+    name="memlane",
+    help="Long-term memory for LLM agents: store without duplicates, search, inject per turn.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+#: stdout for data (tables or JSON); stderr for progress and errors.
+out = Console(soft_wrap=True)
+err = Console(stderr=True)
+
+HomeOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--home",
+        help="memlane home folder (memlane.toml and the store). Default: $MEMLANE_HOME or ~/.memlane.",
+        envvar="MEMLANE_HOME",
+        show_envvar=False,
+    ),
+]
+JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON (for scripts) instead of a table.")]
+OwnerOption = Annotated[
+    str, typer.Option("--owner", help="Owner (user or tenant) scope of the memories.")
+]
+AgentOption = Annotated[
+    str | None, typer.Option("--agent", help="Agent scope (omit for all agents of the owner).")
+]
+
+T = TypeVar("T")
+
+
+def print_json(data: Any) -> None:
+    """One JSON document on stdout (UTF-8, no colour codes)."""
+    sys.stdout.write(json.dumps(data, ensure_ascii=False, indent=2, default=str) + "\n")
+
+
+@contextmanager
+def handle_errors() -> Iterator[None]:
+    """Turn memlane errors into ``error: <message>`` on stderr and exit code 1 (2 for usage)."""
+    try:
+        yield
+    except MemlaneError as exc:
+        err.print(f"[bold red]error:[/] {exc}", highlight=False, markup=True)
+        raise typer.Exit(code=1) from None
+
+
+def open_engine(home: Path | None) -> Any:
+    """Open the engine for ``--home`` (errors become clean CLI errors via handle_errors)."""
+    from memlane.engine import MemoryEngine
+
+    return MemoryEngine.open(home)
+
+
+def run(fn: Callable[[], T]) -> T:
+    with handle_errors():
+        return fn()

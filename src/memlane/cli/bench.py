@@ -1,0 +1,3 @@
+"""CLI commands: bench (being written)."""
+
+from memlane.cli.app import app  # noqa: F401

@@ -1,0 +1,3 @@
+"""CLI commands: replay (being written)."""
+
+from memlane.cli.app import app  # noqa: F401

@@ -1,0 +1,272 @@
+"""The injection pipeline: what to put before one model turn, and what the session has seen.
+
+Steps (the design's eight):
+
+1. trivial prompts (short, slash commands, bare acknowledgements) are skipped with no search;
+2. the query is the user text, enriched with the recent exchanges when given;
+3. pinned types first when ``ambient_enabled`` (``pinned_types``/``pinned_limit``/``pinned_sort``),
+   then the contextual hybrid search;
+4. memories learned in this session after its last reset are excluded (feedback-loop guard);
+5. dedup against the session: ids injected within ``context_window_depth`` turns, the same id or
+   content hash twice in this batch, cosine above ``semantic_threshold`` to a memory injected
+   within the window (or already chosen for this block);
+6. budget: pinned first, then contextual, at most ``max_total`` items (and ``max_tokens``);
+   only what is injected is recorded as injected;
+7. one block: ``INJECTION_BLOCK_PREFIX``, then ``[Pinned context]`` and ``[Relevant to this
+   message]`` (each only when non-empty), one ``[type] content`` line per memory;
+8. a debug log line per item, an info summary, and an injection-event row. No LLM call.
+
+The session state (turn counter, injected ids with their turn) lives in the store, so a hook
+process and a server see the same session.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+from collections import Counter
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from memlane._text import words
+from memlane.errors import InvalidArgument
+from memlane.history import INJECTION_BLOCK_PREFIX
+from memlane.retrieval import search
+from memlane.types import InjectedItem, Injection, Memory
+
+if TYPE_CHECKING:
+    from memlane.engine import MemoryEngine
+
+log = logging.getLogger("memlane.injection")
+
+PINNED_HEADER = "[Pinned context]"
+CONTEXTUAL_HEADER = "[Relevant to this message]"
+
+#: Bare acknowledgements: a prompt made only of these (plus at most one other word, e.g. a name)
+#: carries nothing to search for.
+ACKNOWLEDGEMENTS = frozenset(
+    """
+    ok okay k kk yes yeah yep yup no nope nah sure thanks thank thx ty you cool great nice good
+    awesome perfect wow lol haha hahaha hmm hm right alright fine got it agreed indeed exactly
+    true totally sounds done continue go ahead please yay oh ah aw aww wonderful amazing
+    congrats congratulations bye goodbye hi hello hey welcome appreciate that
+    """.split()
+)
+_ONLY_SYMBOLS = re.compile(r"^[\W_]*$", re.UNICODE)
+
+
+def is_trivial(text: str, min_chars: int = 8) -> bool:
+    """True for prompts that need no memory: shorter than ``min_chars``, a slash command,
+    or a bare acknowledgement ("ok", "thanks!", "Nice, Mel!")."""
+    stripped = text.strip()
+    if len(stripped) < min_chars or stripped.startswith("/") or _ONLY_SYMBOLS.match(stripped):
+        return True
+    tokens = words(stripped)
+    if not tokens:
+        return True
+    if len(tokens) > 4 or "?" in stripped:
+        return False
+    other = [t for t in tokens if t not in ACKNOWLEDGEMENTS]
+    return len(other) == 0 or (len(other) == 1 and tokens[0] in ACKNOWLEDGEMENTS)
+
+
+def build_query(text: str, recent: Sequence[str] | None, clip: int) -> str:
+    """The search query: the user text first, then the recent exchanges (newest first), each
+    clipped to ``clip`` characters."""
+    parts = [text.strip()]
+    for previous in reversed(list(recent or [])):
+        if isinstance(previous, str) and previous.strip() and clip > 0:
+            parts.append(previous.strip()[:clip])
+    return "\n".join(parts)
+
+
+def format_block(pinned: Sequence[Memory], contextual: Sequence[Memory]) -> str | None:
+    """The injection block text, or ``None`` when both lists are empty."""
+    if not pinned and not contextual:
+        return None
+    lines = [INJECTION_BLOCK_PREFIX]
+    for header, memories in ((PINNED_HEADER, pinned), (CONTEXTUAL_HEADER, contextual)):
+        if memories:
+            lines.append(header)
+            lines.extend(f"[{m.type.value}] {' '.join(m.content.split())}" for m in memories)
+    return "\n".join(lines)
+
+
+def inject(
+    engine: MemoryEngine,
+    session: str,
+    text: str,
+    *,
+    owner: str = "default",
+    agent: str | None = None,
+    recent: Sequence[str] | None = None,
+) -> Injection:
+    """Decide what to inject before this turn of ``session`` (see module docstring).
+
+    Raises:
+        InvalidArgument: empty session id, text not a string, or ``recent`` not a list of str.
+    """
+    started = time.perf_counter()
+    if not isinstance(session, str) or not session.strip():
+        raise InvalidArgument(f"session must be a non-empty string, got {session!r}")
+    if not isinstance(text, str):
+        raise InvalidArgument(f"text must be a string, got {type(text).__name__}")
+    if recent is not None and (
+        isinstance(recent, str) or not all(isinstance(r, str) for r in recent)
+    ):
+        raise InvalidArgument("recent must be a list of strings (the previous exchanges)")
+    cfg = engine.settings.injection_for(agent)
+    store = engine.store
+    skipped: Counter[str] = Counter()
+
+    if not cfg.enabled:
+        skipped["disabled"] += 1
+        state = store.session(owner, session)
+        return _finish(engine, owner, session, state.turn, [], [], skipped, started, None, False)
+
+    state = store.begin_turn(owner, session, cfg.context_window_depth)
+    turn = state.turn
+    if not text.strip() or is_trivial(text, cfg.min_chars):
+        skipped["trivial"] += 1
+        return _finish(engine, owner, session, turn, [], [], skipped, started, text, True)
+
+    window = {mid for mid, t in state.injected.items() if turn - t < cfg.context_window_depth}
+    same_session = store.session_memory_ids(owner, session, state.last_reset_at)
+
+    pinned_pool: list[tuple[Memory, float]] = []
+    if cfg.ambient_enabled and cfg.pinned_types:
+        pinned_pool = [
+            (m, m.importance)
+            for m in store.pinned(owner, agent, cfg.pinned_types, cfg.pinned_limit, cfg.pinned_sort)
+        ]
+    query = build_query(text, recent, cfg.recent_chars)
+    hits = search(
+        engine,
+        query,
+        owner=owner,
+        agent=agent,
+        limit=min(cfg.search_limit + len(same_session), 1000),
+        record_access=False,
+    )
+    contextual_pool = [(h.memory, h.score) for h in hits]
+
+    # Step 5: dedup. Vectors of the window and the candidates, for the semantic buffer.
+    candidate_ids = [m.id for m, _ in pinned_pool + contextual_pool]
+    vectors = store.embeddings(owner, list(dict.fromkeys([*window, *candidate_ids])))
+    buffer = [vectors[mid] for mid in window if mid in vectors]
+    chosen_ids: set[str] = set()
+    chosen_hashes: set[str] = set()
+    chosen: dict[str, list[tuple[Memory, float]]] = {"pinned": [], "contextual": []}
+    budget_chars = cfg.max_tokens * 4 if cfg.max_tokens else None
+    used_chars = 0
+    total = 0
+    seen_contextual = 0
+    for source, pool in (("pinned", pinned_pool), ("contextual", contextual_pool)):
+        for memory, score in pool:
+            if source == "contextual":
+                if seen_contextual >= cfg.search_limit:
+                    break
+            if memory.id in same_session:
+                skipped["same_session"] += 1
+                continue
+            if source == "contextual":
+                seen_contextual += 1
+            if memory.id in window:
+                skipped["already_injected"] += 1
+                continue
+            if memory.id in chosen_ids or memory.content_hash in chosen_hashes:
+                skipped["duplicate_in_batch"] += 1
+                continue
+            vec = vectors.get(memory.id)
+            if vec is not None and buffer:
+                if float(np.max(np.asarray(buffer) @ vec)) > cfg.semantic_threshold:
+                    skipped["semantic_duplicate"] += 1
+                    continue
+            if total >= cfg.max_total:
+                skipped["budget"] += 1
+                continue
+            cost = len(memory.content) + len(memory.type.value) + 3
+            if budget_chars is not None and used_chars + cost > budget_chars:
+                skipped["budget"] += 1
+                continue
+            chosen[source].append((memory, score))
+            chosen_ids.add(memory.id)
+            chosen_hashes.add(memory.content_hash)
+            if vec is not None:
+                buffer.append(vec)
+            used_chars += cost
+            total += 1
+    return _finish(
+        engine,
+        owner,
+        session,
+        turn,
+        chosen["pinned"],
+        chosen["contextual"],
+        skipped,
+        started,
+        query,
+        True,
+    )
+
+
+def _finish(
+    engine: MemoryEngine,
+    owner: str,
+    session: str,
+    turn: int,
+    pinned: list[tuple[Memory, float]],
+    contextual: list[tuple[Memory, float]],
+    skipped: Counter[str],
+    started: float,
+    query: str | None,
+    record: bool,
+) -> Injection:
+    items = tuple(
+        [InjectedItem(m, "pinned", round(s, 6)) for m, s in pinned]
+        + [InjectedItem(m, "contextual", round(s, 6)) for m, s in contextual]
+    )
+    block = format_block([m for m, _ in pinned], [m for m, _ in contextual])
+    ids = [item.memory.id for item in items]
+    elapsed = (time.perf_counter() - started) * 1000.0
+    if record:
+        engine.store.record_injection(
+            owner,
+            session,
+            turn,
+            ids,
+            {"skipped": dict(skipped), "elapsed_ms": elapsed, "query": query},
+        )
+        if ids:
+            engine.store.record_access(ids)
+    for item in items:
+        log.debug(
+            "inject session=%s turn=%d id=%s type=%s source=%s score=%.5f",
+            session,
+            turn,
+            item.memory.id,
+            item.memory.type.value,
+            item.source,
+            item.score,
+        )
+    elapsed = (time.perf_counter() - started) * 1000.0
+    log.info(
+        "inject session=%s turn=%d injected=%d pinned=%d skipped=%s elapsed_ms=%.1f",
+        session,
+        turn,
+        len(items),
+        len(pinned),
+        dict(skipped),
+        elapsed,
+    )
+    return Injection(
+        session=session,
+        turn=turn,
+        block=block,
+        items=items,
+        skipped=dict(skipped),
+        elapsed_ms=round(elapsed, 3),
+    )
