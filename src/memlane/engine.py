@@ -3,6 +3,7 @@ injection. Synchronous and cheap to call; the model loads on first use."""
 
 from __future__ import annotations
 
+import builtins
 import json
 import logging
 import math
@@ -138,7 +139,7 @@ class MemoryEngine:
             if hit is not None:
                 self._cache.move_to_end(text)
                 return hit
-        vec = self.embed([text])[0]
+        vec: Vector = self.embed([text])[0]
         if size:
             with self._cache_lock:
                 self._cache[text] = vec
@@ -227,12 +228,12 @@ class MemoryEngine:
         item = MemoryInput(content, type, owner, agent, session, importance, source, metadata or {})
         return self.add_many([item])[0]
 
-    def add_many(self, items: Iterable[MemoryInput | Mapping[str, Any]]) -> list[WriteResult]:
+    def add_many(self, items: Iterable[MemoryInput | Mapping[str, Any]]) -> builtins.list[WriteResult]:
         """Offer a batch: validated first (any invalid item -> :class:`InvalidMemory`, nothing
         written), embedded in batches, then deduplicated against the store *and* against earlier
         items of the batch, all in one transaction. Results are in input order."""
         inputs = [i if isinstance(i, MemoryInput) else MemoryInput.from_dict(i) for i in items]
-        drafts: list[NewMemory] = []
+        drafts: builtins.list[NewMemory] = []
         for n, item in enumerate(inputs):
             try:
                 drafts.append(self.validate(item))
@@ -252,7 +253,7 @@ class MemoryEngine:
         if need:
             embedded = self.embed([drafts[i].content for i in need])
             vectors = {i: embedded[j] for j, i in enumerate(need)}
-        results: list[WriteResult] = []
+        results: builtins.list[WriteResult] = []
         with self.store.transaction():
             for i, draft in enumerate(drafts):
                 vec = vectors.get(i)
@@ -371,7 +372,7 @@ class MemoryEngine:
         agent: str | None = None,
         type: MemoryType | str | None = None,
         limit: int = 100,
-    ) -> list[Memory]:
+    ) -> builtins.list[Memory]:
         """Active memories of ``owner``, newest first."""
         mtype = None
         if type is not None:
@@ -383,20 +384,20 @@ class MemoryEngine:
                 ) from None
         if limit < 1:
             raise InvalidArgument(f"limit must be >= 1, got {limit}")
-        return self.store.list(owner, agent=agent, type=mtype, limit=limit)
+        return self.store.list_memories(owner, agent=agent, type=mtype, limit=limit)
 
-    def history(self, memory_id: str) -> list[MemoryVersion]:
+    def history(self, memory_id: str) -> builtins.list[MemoryVersion]:
         """Previous texts of a memory, oldest first. Raises :class:`NotFound`."""
         self.get(memory_id, include_inactive=True)
         return self.store.history(memory_id)
 
-    def associations(self, memory_id: str) -> list[Association]:
+    def associations(self, memory_id: str) -> builtins.list[Association]:
         self.get(memory_id, include_inactive=True)
         return self.store.associations(memory_id)
 
     def dedup_log(
         self, *, owner: str | None = None, decision: Decision | str | None = None, limit: int = 100
-    ) -> list[DedupLogEntry]:
+    ) -> builtins.list[DedupLogEntry]:
         """Rows of the dedup log, newest first."""
         if decision is not None:
             try:
@@ -421,7 +422,7 @@ class MemoryEngine:
         limit: int = 10,
         types: Sequence[MemoryType | str] | None = None,
         mode: str = "hybrid",
-    ) -> list[SearchHit]:
+    ) -> builtins.list[SearchHit]:
         """Hybrid search (see :mod:`memlane.retrieval`). Raises :class:`InvalidArgument`."""
         from memlane.retrieval import search
 

@@ -34,17 +34,7 @@ MODES = ("hybrid", "vector", "fts")
 #: Words that carry no topic: left out of the full-text query (they match most memories and make
 #: BM25 slow and noisy). A standard English list (function words, pronouns, auxiliaries).
 STOP_WORDS = frozenset(
-    """
-    a about above after again against all am an and any are as at be because been before being
-    below between both but by can could did do does doing down during each few for from further
-    had has have having he her here hers herself him himself his how i if in into is it its itself
-    just me more most my myself no nor not now of off on once only or other our ours ourselves out
-    over own same she should so some such than that the their theirs them themselves then there
-    these they this those through to too under until up very was we were what when where which
-    while who whom why will with would you your yours yourself yourselves also get got really
-    yeah yes oh ok okay hey hi hello thanks thank lol im ive dont didnt its thats gonna wanna
-    s t d ll m re ve let lets much many one things thing something anything would like know
-    """.split()
+    ["a", "about", "above", "after", "again", "against", "all", "am", "an", "and", "any", "are", "as", "at", "be", "because", "been", "before", "being", "below", "between", "both", "but", "by", "can", "could", "did", "do", "does", "doing", "down", "during", "each", "few", "for", "from", "further", "had", "has", "have", "having", "he", "her", "here", "hers", "herself", "him", "himself", "his", "how", "i", "if", "in", "into", "is", "it", "its", "itself", "just", "me", "more", "most", "my", "myself", "no", "nor", "not", "now", "of", "off", "on", "once", "only", "or", "other", "our", "ours", "ourselves", "out", "over", "own", "same", "she", "should", "so", "some", "such", "than", "that", "the", "their", "theirs", "them", "themselves", "then", "there", "these", "they", "this", "those", "through", "to", "too", "under", "until", "up", "very", "was", "we", "were", "what", "when", "where", "which", "while", "who", "whom", "why", "will", "with", "would", "you", "your", "yours", "yourself", "yourselves", "also", "get", "got", "really", "yeah", "yes", "oh", "ok", "okay", "hey", "hi", "hello", "thanks", "thank", "lol", "im", "ive", "dont", "didnt", "its", "thats", "gonna", "wanna", "s", "t", "d", "ll", "m", "re", "ve", "let", "lets", "much", "many", "one", "things", "thing", "something", "anything", "would", "like", "know"]
 )
 
 

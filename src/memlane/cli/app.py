@@ -15,6 +15,7 @@ from typing import Annotated, Any, TypeVar
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from memlane.errors import MemlaneError
 
@@ -62,7 +63,7 @@ def handle_errors() -> Iterator[None]:
     try:
         yield
     except MemlaneError as exc:
-        err.print(f"[bold red]error:[/] {exc}", highlight=False, markup=True)
+        err.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, markup=True)
         raise typer.Exit(code=1) from None
 
 

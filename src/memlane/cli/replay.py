@@ -1,3 +1,166 @@
-"""CLI commands: replay (being written)."""
+"""``memlane replay FILE``: replay a LoCoMo-format file and report memory, injection and retrieval.
 
-from memlane.cli.app import app  # noqa: F401
+See :mod:`memlane.replay` for what is measured and ``docs/replay.md`` for the report's keys.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from memlane.cli.app import JsonOption, app, err, handle_errors, out, print_json
+from memlane.errors import InvalidArgument
+
+
+@app.command("replay")
+def replay_command(
+    file: Annotated[
+        Path,
+        typer.Argument(help="A LoCoMo-format JSON file (a list of conversations).", show_default=False),
+    ],
+    conversations: Annotated[
+        str | None,
+        typer.Option(
+            "--conversations",
+            "-c",
+            help="Which conversations: indexes or sample ids, comma-separated (e.g. 0,2). Default: all.",
+        ),
+    ] = None,
+    report_out: Annotated[
+        Path | None,
+        typer.Option("--out", "-o", help="Also write the JSON report to this file."),
+    ] = None,
+    home: Annotated[
+        Path | None,
+        typer.Option(
+            "--home",
+            help=(
+                "Keep the replay's store in this memlane home (its memlane.toml is used; it must "
+                "hold no memories of the replayed conversations). Default: a temporary store, "
+                "deleted afterwards, with the settings of $MEMLANE_HOME or ~/.memlane."
+            ),
+        ),
+    ] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Replay LoCoMo conversations: store each session's observations, inject before every turn,
+    then score the questions by evidence recall (hybrid vs vector-only vs full-text-only)."""
+    from memlane.replay import replay_file
+
+    with handle_errors():
+        if report_out is not None and report_out.is_dir():
+            raise InvalidArgument(f"--out {report_out} is a folder: give a file name")
+        with Progress(
+            TextColumn("[progress.description]{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=err,
+            transient=True,
+        ) as bar:
+            task = bar.add_task("loading the model", total=None)
+
+            def progress(done: int, total: int, description: str) -> None:
+                bar.update(task, completed=done, total=total, description=description)
+
+            report = replay_file(file, conversations=conversations, home=home, progress=progress)
+        if report_out is not None:
+            report_out.parent.mkdir(parents=True, exist_ok=True)
+            report_out.write_text(
+                json.dumps(report, ensure_ascii=False, indent=2) + "\n", encoding="utf-8"
+            )
+    if as_json:
+        print_json(report)
+        return
+    print_summary(report)
+    if report_out is not None:
+        out.print(f"report written to {report_out}", highlight=False)
+
+
+def print_summary(report: dict[str, Any]) -> None:
+    """Readable tables of a replay report on stdout."""
+    mem = report["memories"]
+    inj = report["injection"]
+    ret = report["retrieval"]
+    base = ret["baselines"]
+    convs = report["conversations"]
+    out.print(
+        f"[bold]Replay[/] of {len(convs)} conversation(s) from {report.get('file')} "
+        f"in {report['seconds']:.1f} s",
+        highlight=False,
+    )
+
+    table = Table(title="Retrieval: evidence recall over questions of categories 1-4")
+    table.add_column("questions")
+    for mode in ("hybrid", "vector", "fts"):
+        table.add_column(mode, justify="right")
+    modes = {"hybrid": ret, "vector": base["vector"], "fts": base["fts"]}
+    for key, label in (
+        ("recall_at_5", "recall@5"),
+        ("recall_at_10", "recall@10"),
+        ("hit_at_10", "hit@10"),
+    ):
+        table.add_row(
+            f"all ({ret['questions']}) {label}", *(f"{modes[m][key]:.3f}" for m in modes)
+        )
+    for cat, row in ret["by_category"].items():
+        table.add_row(
+            f"{cat} {row['name']} ({row['questions']}) recall@10",
+            *(f"{modes[m]['by_category'].get(cat, {}).get('recall_at_10', 0.0):.3f}" for m in modes),
+        )
+    table.add_row(
+        "search latency p50 / p95 ms",
+        *(f"{modes[m]['latency_ms']['p50']:.1f} / {modes[m]['latency_ms']['p95']:.1f}" for m in modes),
+    )
+    out.print(table)
+
+    table = Table(title="Injection and memories")
+    table.add_column("metric")
+    table.add_column("value", justify="right")
+    ratio = inj["tokens"] / inj["tokens_naive"] if inj["tokens_naive"] else 0.0
+    lat = inj["latency_ms"]
+    rows = [
+        ("turns injected / without a block", f"{inj['turns']} / {inj['skipped_turns']}"),
+        ("items injected", str(inj["items"])),
+        (
+            f"tokens ({inj['tokenizer'].split(' ')[0]}) vs naive top-k every turn",
+            f"{inj['tokens']:,} / {inj['tokens_naive']:,} ({ratio:.0%})",
+        ),
+        ("latency p50 / p95 / max ms", f"{lat['p50']:.1f} / {lat['p95']:.1f} / {lat['max']:.1f}"),
+        (
+            f"repeated within {inj['context_window_depth']} turns (must be 0)",
+            str(inj["repeated_within_window"]),
+        ),
+        (
+            f"max blocks in history (limit {inj['max_injected_blocks_in_history']})",
+            str(inj["max_blocks_in_history"]),
+        ),
+        ("memories offered / stored", f"{mem['offered']} / {mem['stored']}"),
+        ("write decisions", ", ".join(f"{k} {v}" for k, v in mem["decisions"].items())),
+    ]
+    for label, value in rows:
+        table.add_row(label, value)
+    out.print(table)
+
+    if len(report["per_conversation"]) > 1:
+        table = Table(title="Per conversation")
+        for name in ("conversation", "turns", "memories", "R@10 hybrid", "vector", "fts", "tokens"):
+            table.add_column(name, justify="left" if name == "conversation" else "right")
+        for conv in report["per_conversation"]:
+            r = conv["retrieval"]
+            i = conv["injection"]
+            table.add_row(
+                conv["sample_id"],
+                str(i["turns"]),
+                str(conv["memories"]["stored"]),
+                f"{r['recall_at_10']:.3f}",
+                f"{r['baselines']['vector']['recall_at_10']:.3f}",
+                f"{r['baselines']['fts']['recall_at_10']:.3f}",
+                f"{i['tokens_ratio']:.0%}",
+            )
+        out.print(table)

@@ -48,12 +48,7 @@ CONTEXTUAL_HEADER = "[Relevant to this message]"
 #: Bare acknowledgements: a prompt made only of these (plus at most one other word, e.g. a name)
 #: carries nothing to search for.
 ACKNOWLEDGEMENTS = frozenset(
-    """
-    ok okay k kk yes yeah yep yup no nope nah sure thanks thank thx ty you cool great nice good
-    awesome perfect wow lol haha hahaha hmm hm right alright fine got it agreed indeed exactly
-    true totally sounds done continue go ahead please yay oh ah aw aww wonderful amazing
-    congrats congratulations bye goodbye hi hello hey welcome appreciate that
-    """.split()
+    ["ok", "okay", "k", "kk", "yes", "yeah", "yep", "yup", "no", "nope", "nah", "sure", "thanks", "thank", "thx", "ty", "you", "cool", "great", "nice", "good", "awesome", "perfect", "wow", "lol", "haha", "hahaha", "hmm", "hm", "right", "alright", "fine", "got", "it", "agreed", "indeed", "exactly", "true", "totally", "sounds", "done", "continue", "go", "ahead", "please", "yay", "oh", "ah", "aw", "aww", "wonderful", "amazing", "congrats", "congratulations", "bye", "goodbye", "hi", "hello", "hey", "welcome", "appreciate", "that"]
 )
 _ONLY_SYMBOLS = re.compile(r"^[\W_]*$", re.UNICODE)
 
@@ -166,9 +161,8 @@ def inject(
     seen_contextual = 0
     for source, pool in (("pinned", pinned_pool), ("contextual", contextual_pool)):
         for memory, score in pool:
-            if source == "contextual":
-                if seen_contextual >= cfg.search_limit:
-                    break
+            if source == "contextual" and seen_contextual >= cfg.search_limit:
+                break
             if memory.id in same_session:
                 skipped["same_session"] += 1
                 continue
@@ -181,10 +175,13 @@ def inject(
                 skipped["duplicate_in_batch"] += 1
                 continue
             vec = vectors.get(memory.id)
-            if vec is not None and buffer:
-                if float(np.max(np.asarray(buffer) @ vec)) > cfg.semantic_threshold:
-                    skipped["semantic_duplicate"] += 1
-                    continue
+            if (
+                vec is not None
+                and buffer
+                and float(np.max(np.asarray(buffer) @ vec)) > cfg.semantic_threshold
+            ):
+                skipped["semantic_duplicate"] += 1
+                continue
             if total >= cfg.max_total:
                 skipped["budget"] += 1
                 continue

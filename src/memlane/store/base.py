@@ -97,7 +97,7 @@ class MemoryStore(Protocol):
 
     def set_status(self, memory_id: str, status: Status) -> Memory: ...
 
-    def list(
+    def list_memories(
         self,
         owner: str,
         *,

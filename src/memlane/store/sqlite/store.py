@@ -433,7 +433,7 @@ class SQLiteStore:
             )
             return self._require(memory_id)[1]
 
-    def list(
+    def list_memories(
         self,
         owner: str,
         *,
