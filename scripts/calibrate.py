@@ -79,7 +79,11 @@ def cosines(model: Any, pairs: Sequence[Pair]) -> list[float]:
     """Cosine of each pair, from normalised embeddings of the default model."""
     texts = sorted({t for p in pairs for t in (p.existing, p.new)})
     vectors = model.encode(
-        texts, batch_size=64, normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False
+        texts,
+        batch_size=64,
+        normalize_embeddings=True,
+        convert_to_numpy=True,
+        show_progress_bar=False,
     )
     index = {t: i for i, t in enumerate(texts)}
     return [float(vectors[index[p.existing]] @ vectors[index[p.new]]) for p in pairs]

@@ -69,7 +69,10 @@ def test_content_words(text: str, expected: list[str]) -> None:
         ("one hundred and five", ["105"]),
         ("3.5 million", ["3500000"]),
         ("two thousand three hundred", ["2300"]),
-        ("the 2nd and second, the 11th and eleventh, twenty-first", ["2nd"] * 2 + ["11th"] * 2 + ["21st"]),
+        (
+            "the 2nd and second, the 11th and eleventh, twenty-first",
+            ["2nd"] * 2 + ["11th"] * 2 + ["21st"],
+        ),
         ("in the 1990s", ["1990s"]),
         ("1, 2, 3", ["1", "2", "3"]),
         ("scored 3 to 1", ["3", "1"]),
@@ -135,6 +138,17 @@ def test_negated(text: str, expected: bool) -> None:
         ("Quaid moved from Berlin to Paris", "Quaid moved to Berlin from Paris", V.REORDERED),
         ("Quaid turned on the light", "Quaid turned off the light", V.DIFFERENT),
         ("Quaid played with Melina", "Quaid played against Melina", V.DIFFERENT),
+        # Additions that change what the kept words state are not extensions.
+        ("Quaid likes tea", "Quaid likes green tea", V.EXTENDS),
+        ("Quaid likes tea", "Quaid's sister likes tea", V.DIFFERENT),
+        ("Quaid likes tea", "The sister of Quaid likes tea", V.DIFFERENT),
+        ("Quaid visited Japan", "Quaid wanted to visit Japan", V.DIFFERENT),
+        ("Quaid plays guitar", "Quaid stopped playing guitar", V.DIFFERENT),
+        ("Quaid likes tea", "Quaid hardly likes tea", V.DIFFERENT),
+        ("Quaid likes tea", "Quaid likes tea or coffee", V.DIFFERENT),
+        ("Quaid wanted to visit Japan", "Quaid visited Japan", V.DIFFERENT),
+        ("Quaid's dog barks", "Quaid's dog barks loudly", V.EXTENDS),
+        ("It's raining", "It is raining", V.SAME),
         # Numbers: order counts, number words equal numerals.
         ("Quaid won 3 to 1", "Quaid won 1 to 3", V.NUMBERS_DIFFER),
         ("Quaid has twenty-five cats", "Quaid has 25 cats", V.SAME),
@@ -200,7 +214,8 @@ def test_paws_swap_pairs_never_merge() -> None:
         row
         for row in rows
         if row["label"] == "0"
-        and Counter(normalise(row["sentence1"]).split()) == Counter(normalise(row["sentence2"]).split())
+        and Counter(normalise(row["sentence1"]).split())
+        == Counter(normalise(row["sentence2"]).split())
     ]
     assert len(swaps) == 105
     merged = [

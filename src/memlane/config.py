@@ -10,14 +10,21 @@ the key, the value and what is allowed.
 
 from __future__ import annotations
 
+import json
 import os
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
-from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+from pydantic_settings import (
+    BaseSettings,
+    NoDecode,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    SettingsError,
+)
 
 from memlane.errors import ConfigError
 from memlane.types import MemoryType
@@ -106,7 +113,8 @@ class InjectionSettings(_Section):
     semantic_threshold: float = Field(default=0.85, ge=0, le=1)
     context_window_depth: int = Field(default=10, ge=1, le=10_000)
     ambient_enabled: bool = False
-    pinned_types: tuple[MemoryType, ...] = ()
+    #: NoDecode: ``MEMLANE_INJECTION__PINNED_TYPES=identity,goal`` reaches the validator as is.
+    pinned_types: Annotated[tuple[MemoryType, ...], NoDecode] = ()
     pinned_limit: int = Field(default=3, ge=0, le=100)
     pinned_sort: Literal["recent", "importance"] = "recent"
     max_injected_blocks_in_history: int = Field(default=3, ge=0, le=100)
@@ -118,6 +126,11 @@ class InjectionSettings(_Section):
     @field_validator("pinned_types", mode="before")
     @classmethod
     def _types(cls, value: Any) -> Any:
+        if isinstance(value, str) and value.strip().startswith("["):
+            try:
+                value = json.loads(value)
+            except ValueError:
+                raise ValueError("not a JSON list; write identity,goal or [\"identity\"]") from None
         if isinstance(value, str):
             value = [v.strip() for v in value.split(",") if v.strip()]
         for item in value or ():
@@ -205,6 +218,10 @@ class Settings(BaseSettings):
             settings = cls(home=str(home_path), **overrides)
         except ValidationError as exc:
             raise _config_error(exc) from None
+        except SettingsError as exc:  # an env value that should be JSON and is not
+            field = str(exc).split('"')[1] if str(exc).count('"') >= 2 else "*"
+            key = f"MEMLANE_{field.upper()}"
+            raise ConfigError(key, os.environ.get(key, "<env>"), f"not valid JSON ({exc})") from None
         finally:
             _PENDING_TOML.pop("data", None)
         settings.check()

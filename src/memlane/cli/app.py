@@ -41,7 +41,9 @@ HomeOption = Annotated[
         show_envvar=False,
     ),
 ]
-JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON (for scripts) instead of a table.")]
+JsonOption = Annotated[
+    bool, typer.Option("--json", help="Print JSON (for scripts) instead of a table.")
+]
 OwnerOption = Annotated[
     str, typer.Option("--owner", help="Owner (user or tenant) scope of the memories.")
 ]

@@ -1,3 +1,252 @@
-"""CLI commands: bench (being written)."""
+"""CLI: ``memlane bench add|search|inject`` (see :mod:`memlane.bench` and docs/benchmarks.md)."""
 
-from memlane.cli.app import app  # noqa: F401
+from __future__ import annotations
+
+import shutil
+import tempfile
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.table import Table
+
+from memlane.cli.app import JsonOption, app, err, handle_errors, out, print_json
+
+bench_app = typer.Typer(
+    help="Benchmarks on seeded synthetic memories: write, search and injection latency.",
+    no_args_is_help=True,
+)
+app.add_typer(bench_app, name="bench")
+
+MemoriesOption = Annotated[
+    int, typer.Option("--memories", "-n", min=1, help="Memories in the store (offered, seeded).")
+]
+SeedOption = Annotated[int, typer.Option("--seed", help="Generator seed (same seed, same texts).")]
+BatchOption = Annotated[
+    int, typer.Option("--batch", min=1, max=100_000, help="Memories per add_many call.")
+]
+QueriesOption = Annotated[
+    int, typer.Option("--queries", min=1, help="Timed queries (after the untimed warm-up).")
+]
+WarmupOption = Annotated[
+    int, typer.Option("--warmup", min=0, help="Untimed queries first (model load, caches).")
+]
+CacheOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--cache-dir",
+        help="Where built stores are kept for reuse, one per (model, N, seed). "
+        "Default: $MEMLANE_BENCH_CACHE or ~/.cache/memlane/bench.",
+    ),
+]
+RebuildOption = Annotated[
+    bool, typer.Option("--rebuild", help="Build the store again even if a cached one exists.")
+]
+BenchHomeOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--home",
+        help="Home folder for the bench store (empty, or one a bench built). "
+        "Default: a temporary folder (add) or the cache (search, inject).",
+    ),
+]
+
+
+@contextmanager
+def _progress(total: int, label: str, enabled: bool = True) -> Iterator[Callable[[int], None]]:
+    """A progress bar on stderr; yields ``update(done)``."""
+    if not enabled:
+        yield lambda done: None
+        return
+    columns = (
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeRemainingColumn(),
+    )
+    with Progress(*columns, console=err, transient=True) as bar:
+        task = bar.add_task(label, total=total)
+        yield lambda done: bar.update(task, completed=done)
+
+
+@contextmanager
+def _home_or_temp(home: Path | None) -> Iterator[Path]:
+    if home is not None:
+        home.mkdir(parents=True, exist_ok=True)
+        yield home
+        return
+    tmp = Path(tempfile.mkdtemp(prefix="memlane-bench-"))
+    try:
+        yield tmp
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _table(title: str, rows: list[tuple[str, Any]]) -> None:
+    table = Table(title=title, show_header=False, title_justify="left")
+    table.add_column("metric", style="bold")
+    table.add_column("value", justify="right")
+    for name, value in rows:
+        table.add_row(name, str(value))
+    out.print(table)
+
+
+def _decisions(d: dict[str, int]) -> str:
+    return ", ".join(f"{k} {v:,}" for k, v in sorted(d.items(), key=lambda kv: -kv[1]))
+
+
+@bench_app.command("add")
+def add_cmd(
+    memories: MemoriesOption = 10_000,
+    batch: BatchOption = 256,
+    singles: Annotated[
+        int, typer.Option("--singles", min=0, help="Timed single adds after the build.")
+    ] = 200,
+    seed: SeedOption = 0,
+    home: BenchHomeOption = None,
+    json_out: JsonOption = False,
+) -> None:
+    """Build a store of N memories with batched add_many (dedup on), then time single adds."""
+    from memlane import bench
+
+    with handle_errors(), _home_or_temp(home) as where:
+        if home is not None and any(p.name != "memlane.toml" for p in where.iterdir()):
+            from memlane.errors import InvalidArgument
+
+            raise InvalidArgument(f"{where} is not empty: bench add needs a new or empty --home")
+        with _progress(memories, "adding") as update:
+            result = bench.run_add(
+                memories, home=where, seed=seed, batch=batch, singles=singles, progress=update
+            )
+    if json_out:
+        print_json(result)
+        return
+    _table(
+        f"bench add: {memories:,} memories ({result['embedder']}, seed {seed})",
+        [
+            ("batched add, memories/s", f"{result['batch_per_second']:,.1f}"),
+            ("build seconds", f"{result['build_seconds']:,.1f}"),
+            ("embedding share of build", f"{result['embed_share']:.0%}"),
+            ("decisions", _decisions(result["decisions"])),
+            ("stored", f"{result['stored']:,}"),
+            (f"single add p50 ms ({result['singles']})", f"{result['single_p50_ms']:.1f}"),
+            ("single add p95 ms", f"{result['single_p95_ms']:.1f}"),
+            ("single add max ms", f"{result['single_max_ms']:.1f}"),
+            ("embedding share of single adds", f"{result['single_embed_share']:.0%}"),
+        ],
+    )
+    err.print(
+        f"(first {result['single_warmup']} single adds not timed; medians and p95 of one run)"
+    )
+
+
+def _prepare(
+    memories: int,
+    seed: int,
+    home: Path | None,
+    cache_dir: Path | None,
+    rebuild: bool,
+    batch: int,
+) -> Any:
+    from memlane import bench
+
+    with _progress(memories, "building store") as update:
+        prepared = bench.prepare_store(
+            memories,
+            seed,
+            home=home,
+            cache_dir=cache_dir,
+            rebuild=rebuild,
+            batch=batch,
+            progress=update,
+        )
+    how = "reused" if prepared.reused else "built"
+    err.print(
+        f"store {how}: {prepared.home} ({prepared.build.seconds:,.1f} s to build)", highlight=False
+    )
+    return prepared
+
+
+def _latency_rows(result: dict[str, Any]) -> list[tuple[str, Any]]:
+    return [
+        (f"p50 ms ({result['queries']} queries)", f"{result['p50_ms']:.1f}"),
+        ("p95 ms", f"{result['p95_ms']:.1f}"),
+        ("mean ms", f"{result['mean_ms']:.1f}"),
+        ("max ms", f"{result['max_ms']:.1f}"),
+        ("query embedding share", f"{result['embed_share']:.0%}"),
+    ]
+
+
+@bench_app.command("search")
+def search_cmd(
+    memories: MemoriesOption = 10_000,
+    queries: QueriesOption = 200,
+    warmup: WarmupOption = 20,
+    seed: SeedOption = 0,
+    batch: BatchOption = 256,
+    home: BenchHomeOption = None,
+    cache_dir: CacheOption = None,
+    rebuild: RebuildOption = False,
+    json_out: JsonOption = False,
+) -> None:
+    """Time hybrid searches (questions about stored facts, and unrelated ones) on N memories."""
+    from memlane import bench
+
+    with handle_errors():
+        prepared = _prepare(memories, seed, home, cache_dir, rebuild, batch)
+        result = bench.run_search(prepared, seed=seed, queries=queries, warmup=warmup)
+    if json_out:
+        print_json(result)
+        return
+    _table(
+        f"bench search: {memories:,} memories ({result['embedder']}, seed {seed})",
+        [
+            *_latency_rows(result),
+            ("p50 ms, questions about a stored fact", f"{result['hit_p50_ms']:.1f}"),
+            ("p50 ms, unrelated questions", f"{result['miss_p50_ms']:.1f}"),
+            (f"stored fact in the top {result['limit']}", f"{result['recall_at_limit']:.0%}"),
+            ("build seconds", f"{result['build_seconds']:,.1f}"),
+        ],
+    )
+    err.print(f"(warm-up of {warmup} queries, model and index load included, not timed)")
+
+
+@bench_app.command("inject")
+def inject_cmd(
+    memories: MemoriesOption = 10_000,
+    queries: QueriesOption = 200,
+    sessions: Annotated[
+        int, typer.Option("--sessions", min=1, help="Sessions the turns are spread over.")
+    ] = 8,
+    warmup: WarmupOption = 20,
+    seed: SeedOption = 0,
+    batch: BatchOption = 256,
+    home: BenchHomeOption = None,
+    cache_dir: CacheOption = None,
+    rebuild: RebuildOption = False,
+    json_out: JsonOption = False,
+) -> None:
+    """Time injection turns (with the two previous turns as recent context) on N memories."""
+    from memlane import bench
+
+    with handle_errors():
+        prepared = _prepare(memories, seed, home, cache_dir, rebuild, batch)
+        result = bench.run_inject(
+            prepared, seed=seed, queries=queries, sessions=sessions, warmup=warmup
+        )
+    if json_out:
+        print_json(result)
+        return
+    _table(
+        f"bench inject: {memories:,} memories ({result['embedder']}, seed {seed})",
+        [
+            *_latency_rows(result),
+            ("items injected per turn", f"{result['items_per_turn']:.1f}"),
+            ("skipped", _decisions(result["skipped"]) or "-"),
+            ("build seconds", f"{result['build_seconds']:,.1f}"),
+        ],
+    )
+    err.print(f"(warm-up of {warmup} turns, model and index load included, not timed)")

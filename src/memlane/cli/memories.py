@@ -8,15 +8,17 @@ error prints ``error: <message>`` on stderr and exits with code 1.
 
 from __future__ import annotations
 
+import inspect
 import json
 import sys
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 import typer
+from rich import box
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 from rich.text import Text
@@ -51,7 +53,26 @@ DECISION_NAMES = ", ".join(d.value for d in Decision)
 #: batch of embeddings, and the progress bar moves between chunks.
 IMPORT_CHUNK = 256
 
+F = TypeVar("F", bound=Callable[..., Any])
+
 # --------------------------------------------------------------------------------- helpers
+
+
+def reflow(doc: str | None) -> str:
+    """A docstring as ``--help`` text: paragraphs kept, line breaks inside them joined (so the
+    terminal wraps them), one example per command on its own line."""
+    paragraphs = inspect.cleandoc(doc or "").split("\n\n")
+    return "\n\n".join(" ".join(line.strip() for line in p.splitlines()) for p in paragraphs)
+
+
+def command(group: typer.Typer, name: str) -> Callable[[F], F]:
+    """Register ``fn`` as command ``name`` of ``group`` with its reflowed docstring as help."""
+
+    def register(fn: F) -> F:
+        group.command(name, help=reflow(fn.__doc__))(fn)
+        return fn
+
+    return register
 
 
 @contextmanager
@@ -96,6 +117,21 @@ def decision_text(decision: Decision | str) -> Text:
     return Text(d.value, style=_DECISION_STYLE.get(d, "yellow"))
 
 
+def table(title: str | None = None) -> Table:
+    """A table for humans: light borders so the text columns get the width."""
+    return Table(title=title, box=box.SIMPLE_HEAD, title_justify="left", pad_edge=False)
+
+
+def memory_cell(memory: Memory, *, with_type: bool = False) -> Text:
+    """The memory's text and, on a second (dim) line, its id (to copy into get/forget)."""
+    cell = Text()
+    if with_type:
+        cell.append(f"[{memory.type.value}] ", style="magenta")
+    cell.append(memory.content)
+    cell.append(f"\n{memory.id}", style="dim")
+    return cell
+
+
 def _short(value: float | None, digits: int = 4) -> str:
     return "-" if value is None else f"{value:.{digits}f}"
 
@@ -111,23 +147,21 @@ def write_result_dict(result: WriteResult) -> dict[str, Any]:
 
 
 def memory_table(memories: Sequence[Memory], title: str | None = None) -> Table:
-    table = Table(title=title, show_lines=False)
-    table.add_column("id", no_wrap=True, style="dim")
-    table.add_column("type")
-    table.add_column("content", ratio=1)
-    table.add_column("imp", justify="right")
-    table.add_column("conf", justify="right")
-    table.add_column("created", no_wrap=True)
+    t = table(title)
+    t.add_column("type", no_wrap=True)
+    t.add_column("memory (id below)", min_width=36)
+    t.add_column("imp", justify="right", no_wrap=True)
+    t.add_column("conf", justify="right", no_wrap=True)
+    t.add_column("created", no_wrap=True)
     for m in memories:
-        table.add_row(
-            m.id,
+        t.add_row(
             m.type.value,
-            Text(m.content),
+            memory_cell(m),
             f"{m.importance:.2f}",
             str(m.confirmations),
             _when(m.created_at),
         )
-    return table
+    return t
 
 
 def print_memory(memory: Memory) -> None:
@@ -155,37 +189,37 @@ def print_memory(memory: Memory) -> None:
 
 
 def history_table(versions: Sequence[MemoryVersion]) -> Table:
-    table = Table(title="history (previous texts, oldest first)")
-    table.add_column("v", justify="right")
-    table.add_column("replaced", no_wrap=True)
-    table.add_column("reason")
-    table.add_column("content", ratio=1)
+    t = table("history (previous texts, oldest first)")
+    t.add_column("v", justify="right", no_wrap=True)
+    t.add_column("replaced", no_wrap=True)
+    t.add_column("reason", no_wrap=True)
+    t.add_column("previous text")
     for v in versions:
-        table.add_row(str(v.version), _when(v.replaced_at), v.reason, Text(v.content))
-    return table
+        t.add_row(str(v.version), _when(v.replaced_at), v.reason, Text(v.content))
+    return t
 
 
 def associations_table(memory_id: str, links: Sequence[Association]) -> Table:
-    table = Table(title="associations")
-    table.add_column("direction")
-    table.add_column("relation")
-    table.add_column("other memory", no_wrap=True)
-    table.add_column("weight", justify="right")
+    t = table("associations")
+    t.add_column("dir", no_wrap=True)
+    t.add_column("relation", no_wrap=True)
+    t.add_column("other memory", no_wrap=True)
+    t.add_column("weight", justify="right", no_wrap=True)
     for a in links:
         outgoing = a.source_id == memory_id
-        table.add_row(
+        t.add_row(
             "->" if outgoing else "<-",
             a.relation.value,
             a.target_id if outgoing else a.source_id,
             f"{a.weight:.3f}",
         )
-    return table
+    return t
 
 
 # --------------------------------------------------------------------------------- add
 
 
-@app.command("add")
+@command(app, "add")
 def add(
     text: Annotated[str, typer.Argument(help="The memory text.", show_default=False)],
     type: Annotated[
@@ -229,22 +263,22 @@ def add(
     if as_json:
         print_json(write_result_dict(result))
         return
-    line = Text.assemble(decision_text(result.decision), "  ", (result.memory.id, "bold"))
-    if result.duplicate:
-        line.append("  (not stored again: the existing memory was kept)", style="dim")
-    out.print(line)
-    if result.matched_id is not None:
-        out.print(
-            Text.assemble(
-                ("matched ", "dim"),
-                result.matched_id,
-                ("  similarity ", "dim"),
-                _short(result.similarity),
-            )
-        )
+    grid = Table.grid(padding=(0, 2))
+    grid.add_column(style="bold")
+    grid.add_column()
+    note = (
+        "  (not stored again: the existing memory absorbed it)"
+        if result.duplicate
+        else "  (stored as a memory of its own)"
+    )
+    grid.add_row("decision", Text.assemble(decision_text(result.decision), (note, "dim")))
+    grid.add_row("memory", result.memory.id)
+    grid.add_row("matched", result.matched_id or "-")
+    grid.add_row("similarity", _short(result.similarity))
     if result.reasoning:
-        out.print(Text(f"reason: {result.reasoning}", style="dim"))
-    out.print(Text(result.memory.content))
+        grid.add_row("reason", Text(result.reasoning))
+    grid.add_row("content", Text(result.memory.content))
+    out.print(grid)
 
 
 # --------------------------------------------------------------------------------- import
@@ -275,7 +309,7 @@ def _parse_line(raw: bytes, default_owner: str) -> MemoryInput:
     return MemoryInput.from_dict(data)
 
 
-@app.command("import")
+@command(app, "import")
 def import_(
     file: Annotated[
         Path,
@@ -361,12 +395,12 @@ def import_(
             }
         )
     else:
-        table = Table(title=f"imported {imported} of {len(numbered)} lines from {file}")
-        table.add_column("decision")
-        table.add_column("count", justify="right")
+        t = table(f"imported {imported} of {len(numbered)} lines from {file}")
+        t.add_column("decision")
+        t.add_column("count", justify="right")
         for decision, count in decisions.most_common():
-            table.add_row(decision_text(decision), str(count))
-        out.print(table)
+            t.add_row(decision_text(decision), str(count))
+        out.print(t)
         out.print(f"{stored} new memories stored, {imported - stored} duplicates not stored again")
         for e in errors:
             err.print(Text.assemble(("error:", "bold red"), f" line {e['line']}: {e['error']}"))
@@ -384,7 +418,7 @@ def import_(
 # --------------------------------------------------------------------------------- reads
 
 
-@app.command("list")
+@command(app, "list")
 def list_(
     owner: OwnerOption = "default",
     agent: AgentOption = None,
@@ -410,7 +444,7 @@ def list_(
     out.print(memory_table(memories, title=f"{len(memories)} memories of {owner}"))
 
 
-@app.command("get")
+@command(app, "get")
 def get(
     memory_id: Annotated[str, typer.Argument(metavar="ID", help="Memory id.", show_default=False)],
     include_inactive: Annotated[
@@ -441,7 +475,7 @@ def get(
         out.print(associations_table(memory.id, links))
 
 
-@app.command("history")
+@command(app, "history")
 def history(
     memory_id: Annotated[str, typer.Argument(metavar="ID", help="Memory id.", show_default=False)],
     home: HomeOption = None,
@@ -464,7 +498,7 @@ def history(
     out.print(history_table(versions))
 
 
-@app.command("update")
+@command(app, "update")
 def update(
     memory_id: Annotated[str, typer.Argument(metavar="ID", help="Memory id.", show_default=False)],
     text: Annotated[str, typer.Argument(help="The new text.", show_default=False)],
@@ -483,7 +517,7 @@ def update(
     out.print(Text.assemble(("updated ", "green"), (memory.id, "bold"), "  ", memory.content))
 
 
-@app.command("forget")
+@command(app, "forget")
 def forget(
     memory_id: Annotated[str, typer.Argument(metavar="ID", help="Memory id.", show_default=False)],
     home: HomeOption = None,
@@ -501,7 +535,7 @@ def forget(
     out.print(Text.assemble(("forgotten ", "yellow"), (memory.id, "bold"), "  ", memory.content))
 
 
-@app.command("dedup-log")
+@command(app, "dedup-log")
 def dedup_log(
     owner: Annotated[
         str | None, typer.Option("--owner", help="Only this owner (default: all owners).")
@@ -525,31 +559,36 @@ def dedup_log(
     if not rows:
         out.print(Text("the dedup log is empty for this filter", style="dim"))
         return
-    table = Table(title=f"dedup log ({len(rows)} rows, newest first)")
-    table.add_column("when", no_wrap=True)
-    table.add_column("owner")
-    table.add_column("decision")
-    table.add_column("sim", justify="right")
-    table.add_column("new text", ratio=1)
-    table.add_column("existing text", ratio=1)
+    t = table(f"dedup log ({len(rows)} rows, newest first)")
+    t.add_column("when", no_wrap=True)
+    t.add_column("decision", no_wrap=True)
+    t.add_column("sim", justify="right", no_wrap=True)
+    t.add_column("owner")
+    t.add_column("offered text / existing memory", min_width=30)
     for r in rows:
-        table.add_row(
+        texts = Text.assemble(
+            ("new:  ", "dim"), r.new_text, ("\nwas:  ", "dim"), r.existing_text or "-"
+        )
+        if r.existing_id:
+            texts.append(f"\n      {r.existing_id}", style="dim")
+        t.add_row(
             _when(r.created_at),
-            r.owner,
             decision_text(r.decision),
             _short(r.similarity, 3),
-            Text(r.new_text),
-            Text(r.existing_text or "-"),
+            r.owner,
+            texts,
         )
-    out.print(table)
+    out.print(t)
 
 
 # --------------------------------------------------------------------------------- search
 
 
-@app.command("search")
+@command(app, "search")
 def search(
-    query: Annotated[str, typer.Argument(help="What to look for (plain text).", show_default=False)],
+    query: Annotated[
+        str, typer.Argument(help="What to look for (plain text).", show_default=False)
+    ],
     owner: OwnerOption = "default",
     agent: AgentOption = None,
     limit: Annotated[int, typer.Option("--limit", "-n", help="At most this many hits.")] = 10,
@@ -578,26 +617,22 @@ def search(
     if not hits:
         out.print(Text(f"no memories of {owner!r} match this query", style="dim"))
         return
-    table = Table(title=f"{len(hits)} hits ({mode})")
-    table.add_column("#", justify="right")
-    table.add_column("score", justify="right")
-    table.add_column("cos", justify="right")
-    table.add_column("legs", no_wrap=True)
-    table.add_column("type")
-    table.add_column("content", ratio=1)
-    table.add_column("id", no_wrap=True, style="dim")
+    t = table(f"{len(hits)} hits ({mode}; legs: rank in vector v, full-text f, graph g)")
+    t.add_column("#", justify="right", no_wrap=True)
+    t.add_column("score", justify="right", no_wrap=True)
+    t.add_column("cos", justify="right", no_wrap=True)
+    t.add_column("legs", no_wrap=True)
+    t.add_column("memory (id below)", min_width=36)
     for n, h in enumerate(hits, start=1):
         legs = " ".join(f"{leg[0]}{rank}" for leg, rank in h.ranks.items())
-        table.add_row(
+        t.add_row(
             str(n),
             f"{h.score:.4f}",
             f"{h.similarity:.3f}",
             legs,
-            h.memory.type.value,
-            Text(h.memory.content),
-            h.memory.id,
+            memory_cell(h.memory, with_type=True),
         )
-    out.print(table)
+    out.print(t)
 
 
 # --------------------------------------------------------------------------------- inject
@@ -619,7 +654,7 @@ def why_nothing(injection: Injection) -> str:
     return "no memory is relevant to this message"
 
 
-@app.command("inject")
+@command(app, "inject")
 def inject(
     text: Annotated[str, typer.Argument(help="The user's message for this turn.")],
     session: Annotated[

@@ -50,25 +50,30 @@ def replay_command(
 ) -> None:
     """Replay LoCoMo conversations: store each session's observations, inject before every turn,
     then score the questions by evidence recall (hybrid vs vector-only vs full-text-only)."""
-    from memlane.replay import replay_file
+    from memlane.replay import load_locomo, open_replay_engine, replay, select_conversations
 
     with handle_errors():
         if report_out is not None and report_out.is_dir():
             raise InvalidArgument(f"--out {report_out} is a folder: give a file name")
-        with Progress(
-            TextColumn("[progress.description]{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            console=err,
-            transient=True,
-        ) as bar:
+        chosen = select_conversations(load_locomo(file), conversations)
+        owners = [c.sample_id for c in chosen]
+        with (
+            open_replay_engine(home, owners=owners) as engine,
+            Progress(
+                TextColumn("[progress.description]{task.description}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TimeElapsedColumn(),
+                console=err,
+                transient=True,
+            ) as bar,
+        ):
             task = bar.add_task("loading the model", total=None)
 
             def progress(done: int, total: int, description: str) -> None:
                 bar.update(task, completed=done, total=total, description=description)
 
-            report = replay_file(file, conversations=conversations, home=home, progress=progress)
+            report = replay(engine, chosen, progress=progress, source=str(file))
         if report_out is not None:
             report_out.parent.mkdir(parents=True, exist_ok=True)
             report_out.write_text(

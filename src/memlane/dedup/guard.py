@@ -10,7 +10,8 @@ write path merges two texts automatically only when this guard says the texts ar
   order, a negation on both or on neither; or
 - :attr:`GuardVerdict.EXTENDS`: the new text keeps every word of the existing text that carries
   meaning, in order, with all its numbers and the same negation, and adds at least one content
-  word (the newer, more detailed wording replaces the older one).
+  word (the newer, more detailed wording replaces the older one), none of which can change what the
+  kept words state (:data:`_NO_INSERT_WORDS`: a possessive, "wanted to", "stopped", "hardly"...).
 
 Every other verdict means "never merge without an LLM". Numbers and negation are checked first and
 always fail.
@@ -22,8 +23,9 @@ How a text is compared (:func:`_analyse`):
 2. Numerals are cut out first (:data:`_NUMERAL`), the rest is split into words with
    :func:`memlane._text.words`.
 3. Contractions are expanded: ``n't`` -> ``not`` (``can't`` -> ``can not``, ``won't`` ->
-   ``will not``), ``cannot`` -> ``can not``, ``'ll`` -> ``will``, ``'d`` -> ``would``; ``'s``,
-   ``'m``, ``'re`` and ``'ve`` are dropped (possessive, or a form of be/have, which are trivial).
+   ``will not``), ``cannot`` -> ``can not``, ``'ll`` -> ``will``, ``'d`` -> ``would``;
+   ``'m``, ``'re`` and ``'ve`` are dropped (forms of be/have, which are trivial); ``'s``
+   (possessive, or is/has) becomes the linking marker ``'s``.
 4. Runs of number words and numerals are read as numbers (:func:`numbers`); they never count as
    content words.
 5. Each remaining word is either ignored (:data:`TRIVIAL_WORDS`) or a content word, lightly stemmed
@@ -75,11 +77,17 @@ _AUXILIARIES = frozenset(
     }
 )  # fmt: skip
 
+#: The ``'s`` clitic (possessive, or is/has), kept as a marker so that it counts as a linking word.
+_POSSESSIVE = "'s"
+
 #: Linking words: the commonest prepositions/conjunctions, which paraphrases add or drop ("moved to
-#: Paris" vs "moved Paris", "said that he..." vs "said he..."). Ignored as content words, but one
-#: may never replace another (see the module docstring), so "from"/"to" or "by"/"for" keep roles.
-#: No pronouns (swapping "he"/"she" changes the fact), no negations, no numbers, no "or"/"but".
-_LINKING = frozenset({"of", "to", "in", "on", "at", "for", "by", "with", "from", "and", "that"})
+#: Paris" vs "moved Paris", "said that he..." vs "said he..."), and the ``'s`` marker. Ignored as
+#: content words, but one may never replace another (see the module docstring), so "from"/"to" or
+#: "by"/"for" keep their roles. No pronouns (swapping "he"/"she" changes the fact), no negations,
+#: no numbers, no "or"/"but".
+_LINKING = frozenset(
+    {"of", "to", "in", "on", "at", "for", "by", "with", "from", "and", "that", _POSSESSIVE}
+)
 
 #: Words ignored when content words are compared: articles, forms of be/have/do and the linking
 #: words above. Never negations, numbers or pronouns.
@@ -89,6 +97,23 @@ TRIVIAL_WORDS: frozenset[str] = _ARTICLES | _AUXILIARIES | _LINKING
 _NEGATIONS = frozenset(
     {"not", "no", "never", "without", "none", "nobody", "nothing", "neither", "nor"}
 )
+
+#: Words an ``extends`` (``narrows``) may not add (drop), though the rest of the old text is kept:
+#: they make a kept noun a possessor ("Quaid likes tea" -> "Quaid's sister likes tea", "the sister
+#: of Quaid likes tea") or turn the kept statement into a wish, plan, attempt, hedge, alternative
+#: or reversal ("Quaid visited Japan" -> "Quaid wanted to visit Japan"; "Quaid plays guitar" ->
+#: "Quaid stopped playing guitar"; "Quaid likes tea" -> "Quaid hardly likes tea"). Stemmed when
+#: compared (:data:`_NO_INSERT`). Without them an added word only adds detail to the kept ones.
+_NO_INSERT_WORDS = (
+    "of", _POSSESSIVE,
+    "hardly", "barely", "rarely", "seldom", "scarcely", "almost", "nearly",
+    "want", "wanted", "wish", "wished", "hope", "hoped", "plan", "planned", "intend", "intended",
+    "try", "tried", "fail", "failed", "stop", "stopped", "quit", "used", "forget", "forgot",
+    "refuse", "refused", "avoid", "avoided", "deny", "denied", "pretend", "pretended",
+    "think", "thought", "believe", "believed", "allegedly", "reportedly",
+    "might", "may", "could", "would", "should", "maybe", "perhaps", "possibly", "probably",
+    "if", "whether", "unless", "except", "or",
+)  # fmt: skip
 
 _UNITS = {
     "zero": 0, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7,
@@ -146,7 +171,9 @@ def _expand(word: str) -> list[str]:
     for clitic, expansion in (("'ll", "will"), ("'d", "would")):
         if word.endswith(clitic) and len(word) > len(clitic):
             return [word[: -len(clitic)], expansion]
-    for clitic in ("'s", "'m", "'re", "'ve"):
+    if word.endswith("'s") and len(word) > 2:
+        return [word[:-2], _POSSESSIVE]
+    for clitic in ("'m", "'re", "'ve"):
         if word.endswith(clitic) and len(word) > len(clitic):
             return [word[: -len(clitic)]]
     return [word]
@@ -274,7 +301,8 @@ def _short_cvc(stem: str) -> bool:
     """Stem is one syllable ending consonant-vowel-consonant ("mak", "hop"): it lost an "e"."""
     if len(stem) < 2 or sum(1 for ch in stem if ch in _VOWELS) != 1:
         return False
-    a, b, c = ("#" + stem)[-3:]
+    tail = ("#" + stem)[-3:]
+    a, b, c = tail[0], tail[1], tail[2]
     return a not in _VOWELS and b in _VOWELS and c not in _VOWELS and c not in "wxy"
 
 
@@ -315,6 +343,9 @@ def _stem(word: str) -> str:
         return word[:-1]
     return word
 
+
+#: :data:`_NO_INSERT_WORDS` as compared (stemmed, as content words are).
+_NO_INSERT = frozenset(w if w in _LINKING else _stem(w) for w in _NO_INSERT_WORDS)
 
 # --- analysis ---------------------------------------------------------------------------------
 
@@ -467,6 +498,16 @@ def _gap_swap(old: _Analysis, new: _Analysis) -> str | None:
     return None
 
 
+def _grows(short: _Analysis, long: _Analysis) -> bool:
+    """``long`` keeps ``short``'s content and linking words in order and adds content words,
+    none of them from :data:`_NO_INSERT`."""
+    return (
+        len(long.content) > len(short.content)
+        and _is_subsequence(short.linking, long.linking)
+        and not _NO_INSERT.intersection(_added(short.linking, long.linking))
+    )
+
+
 def compare(existing: str, new: str) -> GuardResult:
     """Compare a stored text with a new one; returns a :class:`GuardResult`.
 
@@ -480,7 +521,8 @@ def compare(existing: str, new: str) -> GuardResult:
        dropped (a swap such as by/for gives ``reordered`` if the linking words are the same
        multiset, else ``different``).
     4. ``extends``: the existing text's content and linking words are an in-order subsequence of
-       the new text's and the new text has at least one more content word.
+       the new text's, the new text has at least one more content word and adds no word of
+       :data:`_NO_INSERT_WORDS` (such an addition gives ``different``).
     5. ``narrows``: the reverse of ``extends``.
     6. ``reordered``: the same multiset of content words in another order (a swap of roles).
     7. ``different``: anything else.
@@ -490,9 +532,8 @@ def compare(existing: str, new: str) -> GuardResult:
         where = "new" if cur.negated else "existing"
         return GuardResult(GuardVerdict.NEGATION_DIFFERS, f"negation in the {where} text only")
 
-    longer = len(cur.content) > len(old.content)
-    extends = longer and _is_subsequence(old.linking, cur.linking)
-    narrows = len(old.content) > len(cur.content) and _is_subsequence(cur.linking, old.linking)
+    extends = _grows(old, cur)
+    narrows = _grows(cur, old)
 
     if old.numbers != cur.numbers:
         if extends and _is_subsequence(old.numbers, cur.numbers):
@@ -512,21 +553,31 @@ def compare(existing: str, new: str) -> GuardResult:
             return GuardResult(GuardVerdict.REORDERED, f"linking words swapped: {swap}")
         return GuardResult(GuardVerdict.DIFFERENT, f"linking word changed: {swap}")
     if extends:
-        added = _join(_added(old.content, cur.content))
-        return GuardResult(GuardVerdict.EXTENDS, f"new text adds {added}")
+        return GuardResult(
+            GuardVerdict.EXTENDS, f"new text adds {_join(_added(old.content, cur.content))}"
+        )
     if narrows:
-        dropped = _join(_added(cur.content, old.content))
-        return GuardResult(GuardVerdict.NARROWS, f"new text drops {dropped}")
+        return GuardResult(
+            GuardVerdict.NARROWS, f"new text drops {_join(_added(cur.content, old.content))}"
+        )
     if Counter(old.content) == Counter(cur.content):
-        first = next(i for i, (a, b) in enumerate(zip(old.content, cur.content)) if a != b)
+        pairs = zip(old.content, cur.content, strict=True)
+        first = next(i for i, (a, b) in enumerate(pairs) if a != b)
         return GuardResult(
             GuardVerdict.REORDERED,
             f"same content words in another order: '{old.content[first]}' became "
             f"'{cur.content[first]}' at word {first + 1}",
         )
-    only_old = sorted((Counter(old.content) - Counter(cur.content)).elements())
-    only_new = sorted((Counter(cur.content) - Counter(old.content)).elements())
+    for short, long, verb in ((old, cur, "adds"), (cur, old, "drops")):
+        if _is_subsequence(short.linking, long.linking):
+            changed = _added(short.linking, long.linking)
+            return GuardResult(
+                GuardVerdict.DIFFERENT,
+                f"new text {verb} {_join(changed)}, which changes what the other words state",
+            )
+    only_old = sorted((Counter(old.linking) - Counter(cur.linking)).elements())
+    only_new = sorted((Counter(cur.linking) - Counter(old.linking)).elements())
     return GuardResult(
         GuardVerdict.DIFFERENT,
-        f"content words differ: existing only {_join(only_old)}; new only {_join(only_new)}",
+        f"words differ: only in existing {_join(only_old)}; only in new {_join(only_new)}",
     )

@@ -1,0 +1,256 @@
+"""Shared fixtures of the core suite.
+
+The suite is written against the :class:`~memlane.store.base.MemoryStore` protocol, not against
+SQLite: ``store_backend`` is parametrised over the storage backends (only ``"sqlite"`` for now, a
+real SQLite file in ``tmp_path``). A new backend (PostgreSQL next) is one more entry in
+:data:`BACKENDS` plus its branch in :class:`Backend` — the tests themselves do not change. Tests
+that exercise one backend's internals (WAL mode, the saved vector index) ask for
+``sqlite_backend`` and are skipped for the others.
+
+Engines:
+
+- ``engine``: a :class:`MemoryEngine` on the backend with :class:`HashEmbedder` (fast,
+  deterministic, no model). Most tests use it.
+- ``make_engine(embedder=..., llm=..., **settings)``: the same with another embedder, an LLM or
+  settings overrides (``dedup={"gray_low": 0.5}``); every engine it opens is closed at teardown.
+- ``model_engine``: the real default model (:class:`LocalEmbedder`, loaded once per session) on a
+  fresh store. Tests that use it are marked ``@pytest.mark.model``.
+
+``ScriptedEmbedder`` gives chosen texts vectors at an exact cosine to each other, so the write
+path's thresholds can be tested at their boundaries without depending on a model.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import sys
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from numpy.typing import NDArray
+
+from memlane import HashEmbedder, LLMVerdict, LocalEmbedder, MemoryEngine, Settings
+from memlane.embeddings import Embedder
+from memlane.store import MemoryStore, open_store
+
+#: Storage backends every backend-generic test runs against.
+BACKENDS = ["sqlite"]
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+# ---------------------------------------------------------------------------------------------
+# environment
+
+
+@pytest.fixture(autouse=True)
+def _isolated_env(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """No test reads the developer's ~/.memlane or their MEMLANE_* variables."""
+    for key in list(os.environ):
+        if key.startswith("MEMLANE_"):
+            monkeypatch.delenv(key)
+    home = tmp_path_factory.mktemp("env-home")
+    monkeypatch.setenv("MEMLANE_HOME", str(home))
+    return home
+
+
+# ---------------------------------------------------------------------------------------------
+# backends
+
+
+@dataclass
+class Backend:
+    """One storage backend under test, rooted at a fresh home folder."""
+
+    name: str
+    home: Path
+    opened: list[Any] = field(default_factory=list)
+
+    def store_settings(self) -> dict[str, Any]:
+        """The ``[store]`` section that points at this backend's store."""
+        if self.name == "sqlite":
+            return {"backend": "sqlite", "path": str(self.home / "memlane.db")}
+        raise NotImplementedError(self.name)
+
+    def settings(self, **overrides: Any) -> Settings:
+        """``Settings.load(home)`` with this backend's store and ``overrides`` on top."""
+        store = {**self.store_settings(), **overrides.pop("store", {})}
+        return Settings.load(self.home, store=store, **overrides)
+
+    def open_store(self, embedder: Embedder, settings: Settings | None = None) -> MemoryStore:
+        store = open_store(settings or self.settings(), embedder)
+        self.opened.append(store)
+        return store
+
+    def engine(
+        self,
+        embedder: Embedder | None = None,
+        llm: Any = None,
+        settings: Settings | None = None,
+        **overrides: Any,
+    ) -> MemoryEngine:
+        settings = settings or self.settings(**overrides)
+        embedder = embedder or HashEmbedder()
+        engine = MemoryEngine(settings, self.open_store(embedder, settings), embedder, llm)
+        self.opened.append(engine)
+        return engine
+
+    def child_env(self) -> dict[str, str]:
+        """Environment for another process (``MemoryEngine.open()``) to open the same store with
+        the hash embedder."""
+        env = {k: v for k, v in os.environ.items() if not k.startswith("MEMLANE_")}
+        env["MEMLANE_HOME"] = str(self.home)
+        env["MEMLANE_EMBEDDING__PROVIDER"] = "hash"
+        for key, value in self.store_settings().items():
+            env[f"MEMLANE_STORE__{key.upper()}"] = str(value)
+        src = str(REPO / "src")
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (src, env.get("PYTHONPATH")) if p)
+        return env
+
+    def close_all(self) -> None:
+        for obj in reversed(self.opened):
+            obj.close()
+        self.opened.clear()
+
+
+@pytest.fixture(params=BACKENDS)
+def store_backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
+    home = tmp_path / "home"
+    home.mkdir()
+    backend = Backend(request.param, home)
+    yield backend
+    backend.close_all()
+
+
+@pytest.fixture
+def sqlite_backend(store_backend: Backend) -> Backend:
+    if store_backend.name != "sqlite":
+        pytest.skip("SQLite-specific")
+    return store_backend
+
+
+@pytest.fixture
+def make_engine(store_backend: Backend) -> Callable[..., MemoryEngine]:
+    return store_backend.engine
+
+
+@pytest.fixture
+def engine(store_backend: Backend) -> MemoryEngine:
+    return store_backend.engine()
+
+
+@pytest.fixture(scope="session")
+def local_embedder() -> LocalEmbedder:
+    """The real default model, loaded once for the whole run (~10 s)."""
+    embedder = LocalEmbedder()
+    embedder.embed_batch(["warm up"])
+    return embedder
+
+
+@pytest.fixture
+def model_engine(store_backend: Backend, local_embedder: LocalEmbedder) -> MemoryEngine:
+    return store_backend.engine(embedder=local_embedder)
+
+
+@pytest.fixture
+def python() -> str:
+    return sys.executable
+
+
+# ---------------------------------------------------------------------------------------------
+# test doubles
+
+
+class ScriptedEmbedder:
+    """Vectors chosen by the test: ``place(text, like=other, cos=0.96)`` puts ``text`` at exactly
+    that cosine to ``other``; texts not placed get :class:`HashEmbedder` vectors."""
+
+    def __init__(self, dimension: int = 64) -> None:
+        self._dimension = dimension
+        self._fallback = HashEmbedder(dimension)
+        self._table: dict[str, NDArray[np.float32]] = {}
+        self._next_axis = 0
+
+    @property
+    def name(self) -> str:
+        return f"scripted-{self._dimension}"
+
+    @property
+    def dimension(self) -> int:
+        return self._dimension
+
+    def _axis(self) -> NDArray[np.float32]:
+        vec = np.zeros(self._dimension, dtype=np.float32)
+        vec[self._next_axis] = 1.0
+        self._next_axis += 1
+        return vec
+
+    def place(self, text: str, *, like: str | None = None, cos: float = 1.0) -> None:
+        if like is None:
+            self._table[text] = self._axis()
+            return
+        base = self._table[like]
+        self._table[text] = (cos * base + math.sqrt(max(0.0, 1 - cos * cos)) * self._axis()).astype(
+            np.float32
+        )
+
+    def embed_batch(self, texts: Sequence[str]) -> NDArray[np.float32]:
+        rows = [
+            self._table[t] if t in self._table else self._fallback.embed_batch([t])[0]
+            for t in texts
+        ]
+        return np.vstack(rows).astype(np.float32)
+
+
+class FlakyEmbedder(HashEmbedder):
+    """A :class:`HashEmbedder` that fails (or returns NaN) while ``mode`` says so."""
+
+    def __init__(self, dimension: int = 384) -> None:
+        super().__init__(dimension)
+        self.mode: str | None = None
+        self.calls = 0
+
+    def embed_batch(self, texts: Sequence[str]) -> NDArray[np.float32]:
+        self.calls += 1
+        if self.mode == "raise":
+            raise RuntimeError("model crashed")
+        out = super().embed_batch(texts)
+        if self.mode == "nan":
+            out[:] = np.nan
+        return out
+
+
+@dataclass
+class FakeLLM:
+    """Implements the :class:`memlane.LLM` protocol with a fixed verdict (or error)."""
+
+    verdict: LLMVerdict | None = None
+    error: Exception | None = None
+    calls: list[tuple[str, str]] = field(default_factory=list)
+
+    def verify_duplicate(self, existing: str, new: str) -> LLMVerdict:
+        self.calls.append((existing, new))
+        if self.error is not None:
+            raise self.error
+        assert self.verdict is not None
+        return self.verdict
+
+
+def snapshot(engine: MemoryEngine, owner: str | None = None) -> Mapping[str, Any]:
+    """What a user could see of a store: its memories (with text and counters) and its log."""
+    owners = [owner] if owner else ["default"]
+    memories = {
+        m.id: (m.content, m.confirmations, dict(m.metadata))
+        for o in owners
+        for m in engine.list(owner=o, limit=10_000)
+    }
+    return {
+        "count": engine.count(),
+        "memories": memories,
+        "dedup_log": [e.id for e in engine.dedup_log(limit=10_000)],
+    }

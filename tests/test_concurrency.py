@@ -1,0 +1,163 @@
+"""Two real processes on one store: both writers succeed, and session state is shared."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from typing import Any
+
+from conftest import Backend
+
+from memlane import MemoryEngine
+
+WRITER = textwrap.dedent(
+    """
+    import json, random, sys, time
+    from pathlib import Path
+    from memlane import MemoryEngine, MemoryInput
+
+    name, n, go = sys.argv[1], int(sys.argv[2]), Path(sys.argv[3])
+    words = "apple river stone cloud violin harbor maple copper lantern meadow orbit pepper quartz " \\
+        "saddle tunnel velvet walnut yacht zephyr anchor basil candle dune ember falcon glacier " \\
+        "hazel iris jasmine kettle lemon mango nectar olive pebble quill raven sage tulip".split()
+    rng = random.Random(name)
+    (go.parent / f"ready-{name}").touch()
+    while not go.exists():  # start together
+        time.sleep(0.005)
+    decisions = []
+    started = time.time()
+    with MemoryEngine.open() as engine:
+        for i in range(n):
+            text = f"{name} note {i}: " + " ".join(rng.sample(words, 6))
+            if i % 10 == 9:  # some batches too
+                extra = f"{name} extra {i}: " + " ".join(rng.sample(words, 6))
+                results = engine.add_many([MemoryInput(text), MemoryInput(extra)])
+                decisions += [r.decision.value for r in results]
+            else:
+                decisions.append(engine.add(text).decision.value)
+    print(json.dumps({"decisions": decisions, "started": started, "ended": time.time()}))
+    """
+)
+
+
+def start_writers(backend: Backend, names: tuple[str, ...], n: int) -> list[dict[str, Any]]:
+    """Run one writer process per name, released at the same moment; their reports."""
+    go = backend.home / "go"
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", WRITER, name, str(n), str(go)],
+            env=backend.child_env(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for name in names
+    ]
+    deadline = time.monotonic() + 60
+    while not all((backend.home / f"ready-{name}").exists() for name in names):
+        assert time.monotonic() < deadline, "writers did not start"
+        assert all(p.poll() is None for p in procs), procs[0].communicate()
+        time.sleep(0.01)
+    go.touch()
+    reports = []
+    for proc in procs:
+        out, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0, err
+        assert "locked" not in err.lower() and "busy" not in err.lower(), err
+        reports.append(json.loads(out))
+    return reports
+
+
+def test_two_processes_write_the_same_store_at_once(store_backend: Backend) -> None:
+    # The store exists before the writers start (a fresh file is covered below).
+    store_backend.engine().close()
+    reports = start_writers(store_backend, ("alpha", "bravo"), 100)
+    a, b = reports
+    assert a["started"] < b["ended"] and b["started"] < a["ended"]  # they really overlapped
+    decisions = [d for r in reports for d in r["decisions"]]
+    assert len(decisions) == 220  # 2 x (90 single adds + 10 batches of 2)
+    assert set(decisions) <= {"added", "gray_keep", "guard_keep"}  # all distinct memories
+    engine = store_backend.engine()
+    stored = engine.list(limit=1000)
+    assert engine.count() == len(stored) == 220
+    for name in ("alpha", "bravo"):
+        for i in range(100):
+            assert any(m.content.startswith(f"{name} note {i}: ") for m in stored)
+
+
+def test_two_processes_create_a_fresh_store_at_once(store_backend: Backend) -> None:
+    start_writers(store_backend, ("charlie", "delta"), 10)
+    engine = store_backend.engine()
+    assert engine.count() == 2 * (9 + 2)
+
+
+INJECTOR = textwrap.dedent(
+    """
+    import json, sys
+    from memlane import MemoryEngine
+
+    with MemoryEngine.open() as engine:
+        inj = engine.inject(sys.argv[1], sys.argv[2], owner="alice")
+        print(json.dumps({"turn": inj.turn, "ids": [i.memory.id for i in inj.items]}))
+    """
+)
+
+
+def test_a_second_process_sees_what_the_first_injected(store_backend: Backend) -> None:
+    engine = store_backend.engine()
+    mid = engine.add("Alice is allergic to peanuts and carries an epipen", owner="alice").memory.id
+    question = "Can Alice eat the peanuts satay at dinner?"
+    proc = subprocess.run(
+        [sys.executable, "-c", INJECTOR, "chat-1", question],
+        env=store_backend.child_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout) == {"turn": 1, "ids": [mid]}
+
+    # This process (the engine was open all along) sees the other's session state.
+    assert dict(engine.session("chat-1", owner="alice").injected) == {mid: 1}
+    inj = engine.inject("chat-1", question, owner="alice")
+    assert inj.turn == 2
+    assert inj.items == () and inj.block is None
+    assert inj.skipped.get("already_injected") == 1
+    # Another session of the same owner is not affected.
+    assert [i.memory.id for i in engine.inject("chat-2", question, owner="alice").items] == [mid]
+
+    # A reset in this process lets the other process inject it again.
+    engine.reset_session("chat-1", "compact", owner="alice")
+    proc = subprocess.run(
+        [sys.executable, "-c", INJECTOR, "chat-1", question],
+        env=store_backend.child_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["ids"] == [mid]
+
+
+def test_threads_share_one_engine(engine: MemoryEngine) -> None:
+    errors: list[BaseException] = []
+
+    def work(n: int) -> None:
+        try:
+            for i in range(20):
+                engine.add(f"thread {n} wrote memory {i} about topic {n * 100 + i}")
+                engine.search(f"topic {n * 100 + i}")
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(n,)) for n in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert engine.count() == 80

@@ -1,0 +1,419 @@
+"""The store: the MemoryStore protocol on every backend, plus SQLite's own promises (migrations,
+WAL, the vector index saved beside the file)."""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import pytest
+from conftest import Backend
+from numpy.typing import NDArray
+
+import memlane.store.sqlite.store as sqlite_store
+from memlane import (
+    EmbeddingMismatch,
+    HashEmbedder,
+    MemoryType,
+    NotFound,
+    Relation,
+    StoreError,
+)
+from memlane._ids import new_id, utcnow
+from memlane._text import content_hash
+from memlane.embeddings import embed_texts
+from memlane.store import MemoryStore, NewMemory
+from memlane.store.sqlite import SQLiteStore
+from memlane.store.sqlite.migrations import MIGRATIONS
+from memlane.store.sqlite.store import merge_metadata
+
+EMB = HashEmbedder()
+
+
+def vec(text: str) -> NDArray[np.float32]:
+    return embed_texts(EMB, [text])[0]
+
+
+def draft(text: str, owner: str = "default", agent: str | None = None, **kw: Any) -> NewMemory:
+    return NewMemory(
+        id=new_id(),
+        content=text,
+        content_hash=content_hash(text),
+        type=kw.pop("type", MemoryType.FACT),
+        importance=kw.pop("importance", 0.6),
+        owner=owner,
+        agent=agent,
+        session=kw.pop("session", None),
+        source=kw.pop("source", None),
+        created_at=utcnow(),
+        metadata=kw.pop("metadata", {}),
+    )
+
+
+def insert(store: MemoryStore, text: str, **kw: Any) -> str:
+    with store.transaction():
+        return store.insert(draft(text, **kw), vec(text)).id
+
+
+# --- the protocol, on every backend ------------------------------------------------------------
+
+
+def test_insert_get_and_find_by_hash(store_backend: Backend) -> None:
+    store = store_backend.open_store(EMB)
+    d = draft("Alice likes tea", metadata={"k": [1]}, source="chat", session="s1")
+    with store.transaction():
+        m = store.insert(d, vec(d.content))
+    assert (m.id, m.content, m.owner, m.metadata, m.source, m.session) == (
+        d.id,
+        "Alice likes tea",
+        "default",
+        {"k": [1]},
+        "chat",
+        "s1",
+    )
+    assert store.get(m.id) == m
+    assert store.get("missing") is None
+    assert store.get_many([m.id, "missing", m.id]) == {m.id: m}
+    assert store.find_by_hash("default", None, content_hash("ALICE  likes tea")) == m
+    assert store.find_by_hash("other", None, d.content_hash) is None
+    assert store.find_by_hash("default", "agent-x", d.content_hash) is None
+    assert store.count() == store.count("default") == 1 and store.count("other") == 0
+
+
+def test_transaction_rolls_back_whole(store_backend: Backend) -> None:
+    store = store_backend.open_store(EMB)
+    keep = insert(store, "kept memory")
+    with pytest.raises(RuntimeError), store.transaction():
+        mid = store.insert(draft("lost memory"), vec("lost memory")).id
+        store.confirm(keep, {"sources": ["x"]})
+        store.log_dedup(
+            owner="default",
+            new_text="lost memory",
+            existing_id=keep,
+            existing_text="kept memory",
+            similarity=0.9,
+            decision="gray_keep",
+            reasoning=None,
+            review_status="unreviewed",
+        )
+        raise RuntimeError("boom")
+    assert store.get(mid) is None
+    assert store.get(keep).confirmations == 0  # type: ignore[union-attr]
+    assert store.dedup_log() == []
+    assert store.count() == 1
+    # and the store still works after the rollback
+    insert(store, "another memory")
+    assert store.count() == 2
+
+
+def test_writes_need_a_transaction(store_backend: Backend) -> None:
+    store = store_backend.open_store(EMB)
+    with pytest.raises(StoreError):
+        store.insert(draft("no tx"), vec("no tx"))
+    assert store.count() == 0
+
+
+def test_nearest_sees_the_open_transaction_and_its_scope(store_backend: Backend) -> None:
+    store = store_backend.open_store(EMB)
+    insert(store, "Alice likes green tea", owner="a")
+    insert(store, "Alice likes green tea", owner="b")
+    insert(store, "Alice likes green tea", owner="a", agent="x")
+    with store.transaction():
+        pending = store.insert(draft("Alice likes green tea a lot", owner="a"), vec("a lot"))
+        near = store.nearest("a", None, vec("Alice likes green tea"), 5)
+        ids = [m.id for m, _ in near]
+        assert pending.id in ids
+        assert all(m.owner == "a" and m.agent is None for m, _ in near)
+        assert len(near) == 2
+    near = store.nearest("a", "x", vec("Alice likes green tea"), 5)
+    assert [(m.owner, m.agent) for m, _ in near] == [("a", "x")]
+    assert near[0][1] == pytest.approx(1.0, abs=1e-5)
+
+
+def test_fts_index_follows_content_updates(store_backend: Backend) -> None:
+    store = store_backend.open_store(EMB)
+    mid = insert(store, "The cat sleeps on the red sofa")
+    other = insert(store, "Dogs bark at the mailman")
+    assert [h.id for h in store.fts_search("default", None, ["sofa"], 10)] == [mid]
+    with store.transaction():
+        store.replace_content(
+            mid, "The cat sleeps in the garden", content_hash("x"), vec("garden"), "update"
+        )
+    assert store.fts_search("default", None, ["sofa"], 10) == []
+    assert [h.id for h in store.fts_search("default", None, ["garden"], 10)] == [mid]
+    # porter stemming, and terms are plain words, never query syntax
+    assert [h.id for h in store.fts_search("default", None, ["barking"], 10)] == [other]
+    for term in ['"', "NEAR(", "AND", "*", "col:", "sofa OR", "(", "ä"]:
+        store.fts_search("default", None, [term], 10)
+    # forgotten memories leave the full-text leg
+    from memlane import Status
+
+    with store.transaction():
+        store.set_status(other, Status.FORGOTTEN)
+    assert store.fts_search("default", None, ["dogs"], 10) == []
+
+
+def test_history_versions(store_backend: Backend) -> None:
+    store = store_backend.open_store(EMB)
+    mid = insert(store, "v0")
+    for i in range(1, 4):
+        with store.transaction():
+            store.replace_content(mid, f"v{i}", content_hash(f"v{i}"), vec(f"v{i}"), "update")
+    versions = store.history(mid)
+    assert [(v.version, v.content, v.reason) for v in versions] == [
+        (1, "v0", "update"),
+        (2, "v1", "update"),
+        (3, "v2", "update"),
+    ]
+    assert store.get(mid).content == "v3"  # type: ignore[union-attr]
+    with pytest.raises(NotFound):
+        store.history("missing")
+
+
+def test_associations_both_directions(store_backend: Backend) -> None:
+    store = store_backend.open_store(EMB)
+    a, b, c = (insert(store, t) for t in ("aaa", "bbb", "ccc"))
+    with store.transaction():
+        store.add_association(a, b, Relation.RELATED_TO, 0.5)
+        store.add_association(a, b, Relation.RELATED_TO, 0.9)  # upsert keeps the max weight
+        store.add_association(c, a, Relation.UPDATES, 0.3)
+    assert {(x.source_id, x.target_id, x.relation, x.weight) for x in store.associations(a)} == {
+        (a, b, Relation.RELATED_TO, 0.9),
+        (c, a, Relation.UPDATES, 0.3),
+    }
+    assert len(store.neighbours([b])) == 1
+    assert store.neighbours([]) == []
+
+
+def test_sessions_and_access_persist_across_reopen(store_backend: Backend) -> None:
+    store = store_backend.open_store(EMB)
+    mid = insert(store, "remember me")
+    state = store.begin_turn("default", "s1", depth=10)
+    assert state.turn == 1
+    store.record_injection("default", "s1", 1, [mid], {"skipped": {}, "elapsed_ms": 1.0})
+    store.record_access([mid])
+    store.close()
+    again = store_backend.open_store(EMB)
+    state = again.session("default", "s1")
+    assert state.turn == 1 and dict(state.injected) == {mid: 1}
+    m = again.get(mid)
+    assert m is not None and m.access_count == 1 and m.last_accessed_at is not None
+    (event,) = again.injection_events("default", "s1")
+    assert event["memory_ids"] == [mid] and event["turn"] == 1
+
+
+def test_reopen_with_another_model_is_refused(store_backend: Backend) -> None:
+    store_backend.open_store(HashEmbedder(384)).close()
+    with pytest.raises(EmbeddingMismatch) as info:
+        store_backend.open_store(HashEmbedder(256))
+    message = str(info.value)
+    assert "hash-384" in message and "hash-256" in message
+    assert "384" in message and "256" in message
+
+
+class _Renamed(HashEmbedder):
+    """Same name as the hash embedder, another dimension."""
+
+    def __init__(self, name: str, dimension: int) -> None:
+        super().__init__(dimension)
+        self._name = name
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+
+def test_reopen_with_another_dimension_is_refused(store_backend: Backend) -> None:
+    store_backend.open_store(_Renamed("my-model", 384)).close()
+    with pytest.raises(EmbeddingMismatch, match=r"384 dims.*128 dims"):
+        store_backend.open_store(_Renamed("my-model", 128))
+    # the right model still opens it
+    store_backend.open_store(_Renamed("my-model", 384)).close()
+
+
+def test_closed_store_refuses_writes(store_backend: Backend) -> None:
+    store = store_backend.open_store(EMB)
+    store.close()
+    store.close()  # idempotent
+    with pytest.raises(StoreError, match="closed"), store.transaction():
+        pass
+
+
+# --- metadata merge (provenance) ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("existing", "offered", "merged"),
+    [
+        ({}, {"a": 1}, {"a": 1}),
+        ({"a": 1}, {"a": 1}, {"a": 1}),
+        ({"a": 1}, {"a": 2}, {"a": [1, 2]}),
+        ({"a": [1, 2]}, {"a": [2, 3]}, {"a": [1, 2, 3]}),
+        ({"a": [1]}, {"a": 2}, {"a": [1, 2]}),
+        ({"a": {"x": 1}}, {"a": {"y": 2}}, {"a": {"x": 1, "y": 2}}),
+        ({"a": 1}, {"a": None}, {"a": 1}),
+        ({"a": None}, {"a": 1}, {"a": 1}),
+        ({"a": 1}, {"b": "x"}, {"a": 1, "b": "x"}),
+    ],
+)
+def test_merge_metadata(
+    existing: dict[str, Any], offered: dict[str, Any], merged: dict[str, Any]
+) -> None:
+    assert merge_metadata(existing, offered) == merged
+
+
+# --- SQLite only -------------------------------------------------------------------------------
+
+
+def test_migrations_recorded_and_idempotent(sqlite_backend: Backend) -> None:
+    store = sqlite_backend.open_store(EMB)
+    insert(store, "survives reopening")
+    store.close()
+    for _ in range(2):
+        sqlite_backend.open_store(EMB).close()
+    conn = sqlite3.connect(sqlite_backend.home / "memlane.db")
+    try:
+        names = [r[0] for r in conn.execute("SELECT name FROM migrations ORDER BY name")]
+        assert names == [name for name, _ in MIGRATIONS]
+        assert conn.execute("SELECT count(*) FROM memories").fetchone()[0] == 1
+        meta = dict(conn.execute("SELECT key, value FROM meta").fetchall())
+        assert meta["embedding.model"] == "hash-384" and meta["embedding.dimension"] == "384"
+    finally:
+        conn.close()
+
+
+def test_wal_mode(sqlite_backend: Backend) -> None:
+    store = sqlite_backend.open_store(EMB)
+    assert isinstance(store, SQLiteStore)
+    assert store._conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    store.close()
+    conn = sqlite3.connect(sqlite_backend.home / "memlane.db")
+    try:  # WAL is a property of the file: a plain connection sees it too
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    finally:
+        conn.close()
+
+
+def test_not_a_database_is_a_store_error(sqlite_backend: Backend) -> None:
+    (sqlite_backend.home / "memlane.db").write_text("this is not sqlite " * 100)
+    with pytest.raises(StoreError, match="memlane store"):
+        sqlite_backend.open_store(EMB)
+
+
+def test_busy_timeout_setting_survives_access_flushes(sqlite_backend: Backend) -> None:
+    settings = sqlite_backend.settings(store={"busy_timeout_ms": 1234})
+    store = sqlite_backend.open_store(EMB, settings)
+    assert isinstance(store, SQLiteStore)
+    mid = insert(store, "remember me")
+    store.record_access([mid])
+    store._flush_access(force=True)
+    assert store._conn.execute("PRAGMA busy_timeout").fetchone()[0] == 1234
+
+
+def test_close_waits_for_another_writer_instead_of_failing(sqlite_backend: Backend) -> None:
+    store = sqlite_backend.open_store(EMB)
+    mid = insert(store, "remember me")
+    store.record_access([mid])  # buffered: flushed on close
+    other = sqlite3.connect(
+        sqlite_backend.home / "memlane.db", isolation_level=None, check_same_thread=False
+    )
+    other.execute("BEGIN IMMEDIATE")
+    timer = threading.Timer(0.3, lambda: other.execute("COMMIT"))
+    timer.start()
+    try:
+        store.close()  # must not raise "database is locked"
+    finally:
+        timer.join()
+        other.close()
+    again = sqlite_backend.open_store(EMB)
+    assert again.get(mid).access_count == 1  # type: ignore[union-attr]
+
+
+class _LoadSpy:
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.loaded: list[bool] = []
+        real = SQLiteStore._load_index
+
+        def spy(store: SQLiteStore, owner: str) -> Any:
+            index = real(store, owner)
+            self.loaded.append(index is not None)
+            return index
+
+        monkeypatch.setattr(SQLiteStore, "_load_index", spy)
+
+
+def _search(store: MemoryStore, text: str) -> Sequence[tuple[str, float]]:
+    return [(h.id, h.score) for h in store.vector_search("default", None, vec(text), 3)]
+
+
+def test_vector_index_saved_reused_and_caught_up(
+    sqlite_backend: Backend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sqlite_store, "_PERSIST_MIN_VECTORS", 1)
+    texts = [f"memory number {w} about {w} things" for w in ("red", "blue", "green", "gold")]
+    first = sqlite_backend.open_store(EMB)
+    ids = [insert(first, t) for t in texts]
+    assert _search(first, texts[0])[0][0] == ids[0]
+    first.close()
+    vec_dir = sqlite_backend.home / "memlane.db.vec"
+    assert [p.suffix for p in sorted(vec_dir.iterdir())] == [".json", ".usearch"]
+
+    # A second process-like connection loads the saved index and reuses it.
+    monkeypatch.setattr(sqlite_store, "_PERSIST_MIN_VECTORS", 10**9)  # it will not save
+    spy = _LoadSpy(monkeypatch)
+    second = sqlite_backend.open_store(EMB)
+    assert _search(second, texts[1])[0][0] == ids[1]
+    assert spy.loaded == [True]
+    # ... and writes after the save: a new row, a changed text, a forgotten memory.
+    new = insert(second, "a brand new memory on purple")
+    from memlane import Status
+
+    with second.transaction():
+        silver = "now about silver"
+        second.replace_content(ids[2], silver, content_hash(silver), vec(silver), "update")
+        second.set_status(ids[3], Status.FORGOTTEN)
+    second.close()
+
+    # A third connection loads the (now stale) saved index and catches up from the database.
+    third = sqlite_backend.open_store(EMB)
+    hit, score = _search(third, "a brand new memory on purple")[0]
+    assert hit == new and score == pytest.approx(1.0, abs=1e-4)
+    hit, score = _search(third, "now about silver")[0]
+    assert hit == ids[2] and score == pytest.approx(1.0, abs=1e-4)
+    assert ids[3] not in {h for h, _ in _search(third, texts[3])}
+    assert spy.loaded == [True, True]
+    assert isinstance(third, SQLiteStore)
+    assert len(third._indexes["default"]) == 4  # 5 rows, one forgotten
+
+
+def test_saved_index_of_another_store_is_ignored(
+    sqlite_backend: Backend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sqlite_store, "_PERSIST_MIN_VECTORS", 1)
+    store = sqlite_backend.open_store(EMB)
+    insert(store, "old store memory")
+    store.close()
+    db = sqlite_backend.home / "memlane.db"
+    for suffix in ("", "-wal", "-shm"):
+        db.with_name(db.name + suffix).unlink(missing_ok=True)
+    spy = _LoadSpy(monkeypatch)
+    fresh = sqlite_backend.open_store(EMB)  # a new file at the same path, old .vec/ beside it
+    mid = insert(fresh, "new store memory")
+    assert [h for h, _ in _search(fresh, "old store memory")] == [mid]
+    assert spy.loaded == [False]
+
+
+def test_index_sees_rows_of_another_open_connection(sqlite_backend: Backend) -> None:
+    a = sqlite_backend.open_store(EMB)
+    b = sqlite_backend.open_store(EMB)
+    insert(a, "first memory from a")
+    assert _search(b, "first memory from a")  # b builds its index
+    mid = insert(a, "second memory from a, later")
+    time.sleep(0.01)
+    assert _search(b, "second memory from a, later")[0][0] == mid
+    near = b.nearest("default", None, vec("second memory from a, later"), 1)
+    assert near[0][0].id == mid
