@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import math
 import os
-import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -49,7 +48,9 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(autouse=True)
-def _isolated_env(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+def _isolated_env(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> Path:
     """No test reads the developer's ~/.memlane or their MEMLANE_* variables."""
     for key in list(os.environ):
         if key.startswith("MEMLANE_"):
@@ -155,11 +156,6 @@ def local_embedder() -> LocalEmbedder:
 @pytest.fixture
 def model_engine(store_backend: Backend, local_embedder: LocalEmbedder) -> MemoryEngine:
     return store_backend.engine(embedder=local_embedder)
-
-
-@pytest.fixture
-def python() -> str:
-    return sys.executable
 
 
 # ---------------------------------------------------------------------------------------------

@@ -11,7 +11,6 @@ import time
 from typing import Any
 
 from conftest import Backend
-
 from memlane import MemoryEngine
 
 WRITER = textwrap.dedent(

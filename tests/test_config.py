@@ -183,7 +183,7 @@ def test_invalid_toml_names_the_file(tmp_path: Path) -> None:
 
 
 def test_invalid_explicit_override(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match="dedup.gray_low"):
+    with pytest.raises(ConfigError, match=r"dedup\.gray_low"):
         Settings.load(tmp_path, dedup={"gray_low": 2})
 
 

@@ -9,9 +9,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import Backend
 
 import memlane.injection.pipeline as pipeline
+from conftest import Backend
 from memlane import (
     INJECTION_BLOCK_PREFIX,
     InvalidArgument,
@@ -36,7 +36,7 @@ def ids(injection: Any) -> list[str]:
 
 
 @pytest.mark.parametrize(
-    "text", ["ok", "thanks!", "Thanks, Mel!", "ok cool", "/compact", "/clear all", "👍", "   ", ""]
+    "text", ["ok", "thanks!", "Thanks, Mel!", "ok cool", "/compact", "/clear all", "👍"]
 )
 def test_trivial_prompts_skip_the_search(
     engine: MemoryEngine, monkeypatch: pytest.MonkeyPatch, text: str
@@ -298,7 +298,9 @@ def test_block_format_is_exact(engine: MemoryEngine) -> None:
         "[event] Alice ordered peanuts satay last time by mistake",
         "[fact] Alice is allergic to peanuts and carries an epipen",  # whitespace collapsed
     ]
-    assert lines[2:] == [f"[{i.memory.type.value}] {' '.join(i.memory.content.split())}" for i in inj.items]
+    assert lines[2:] == [
+        f"[{i.memory.type.value}] {' '.join(i.memory.content.split())}" for i in inj.items
+    ]
     assert all(i.source == "contextual" and i.score > 0 for i in inj.items)
 
 
@@ -353,6 +355,14 @@ def test_empty_session_is_invalid(engine: MemoryEngine, session: str) -> None:
         engine.inject(session, QUESTION)
     with pytest.raises(InvalidArgument, match="session"):
         engine.reset_session(session, "clear")
+
+
+@pytest.mark.parametrize("text", ["", "   ", "\n\t"])
+def test_empty_text_is_invalid_and_records_nothing(engine: MemoryEngine, text: str) -> None:
+    with pytest.raises(InvalidArgument, match="text is empty"):
+        engine.inject("s", text)
+    assert engine.session("s").turn == 0
+    assert engine.store.injection_events("default", "s") == []
 
 
 def test_text_must_be_a_string(engine: MemoryEngine) -> None:
@@ -419,7 +429,9 @@ def test_injection_with_the_model(model_engine: MemoryEngine) -> None:
     mid = model_engine.add(PEANUTS).memory.id
     model_engine.add(POSTGRES)
     model_engine.add("Carol is training for the Berlin marathon in September")
-    inj = model_engine.inject("s", "We're ordering Thai food tonight; what should I avoid for Alice?")
+    inj = model_engine.inject(
+        "s", "We're ordering Thai food tonight; what should I avoid for Alice?"
+    )
     assert ids(inj)[0] == mid
     follow = model_engine.inject(
         "s2", "why is that?", recent=["Which database did we pick for billing?"]

@@ -146,7 +146,7 @@ VALUE_TYPES = [
 def test_values_are_frozen_dataclasses(name: str) -> None:
     cls = getattr(memlane, name)
     assert dataclasses.is_dataclass(cls)
-    assert cls.__dataclass_params__.frozen  # type: ignore[attr-defined]
+    assert cls.__dataclass_params__.frozen  # type: ignore[union-attr]
 
 
 def test_values_cannot_be_changed(engine: MemoryEngine) -> None:
@@ -202,9 +202,7 @@ def test_engine_open_and_context_manager(tmp_path: Path) -> None:
         engine.add("more")
 
 
-def test_engine_open_reads_home_from_env(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_engine_open_reads_home_from_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MEMLANE_HOME", str(tmp_path / "h"))
     monkeypatch.setenv("MEMLANE_EMBEDDING__PROVIDER", "hash")
     with MemoryEngine.open() as engine:

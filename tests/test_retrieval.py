@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import pytest
-from conftest import Backend
 
+from conftest import Backend
 from memlane import InvalidArgument, MemoryEngine, Relation
 
 MakeEngine = Callable[..., MemoryEngine]

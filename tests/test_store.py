@@ -11,10 +11,10 @@ from typing import Any
 
 import numpy as np
 import pytest
-from conftest import Backend
 from numpy.typing import NDArray
 
 import memlane.store.sqlite.store as sqlite_store
+from conftest import Backend
 from memlane import (
     EmbeddingMismatch,
     HashEmbedder,
@@ -35,7 +35,8 @@ EMB = HashEmbedder()
 
 
 def vec(text: str) -> NDArray[np.float32]:
-    return embed_texts(EMB, [text])[0]
+    out: NDArray[np.float32] = embed_texts(EMB, [text])[0]
+    return out
 
 
 def draft(text: str, owner: str = "default", agent: str | None = None, **kw: Any) -> NewMemory:

@@ -7,8 +7,8 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from conftest import FakeLLM, FlakyEmbedder, ScriptedEmbedder, snapshot
 
+from conftest import FakeLLM, FlakyEmbedder, ScriptedEmbedder, snapshot
 from memlane import (
     INJECTION_BLOCK_PREFIX,
     Decision,
@@ -44,7 +44,7 @@ def log_rows(engine: MemoryEngine) -> list[Any]:
 
 def test_first_memory_is_added_with_type_defaults(engine: MemoryEngine) -> None:
     r = engine.add(BASE, type="preference", owner="alice", agent="ui", session="s1", source="chat")
-    assert r.decision is Decision.ADDED and r.decision == "added"
+    assert r.decision is Decision.ADDED and r.decision.value == "added"
     assert not r.duplicate
     assert r.matched_id is None
     m = r.memory
@@ -279,6 +279,16 @@ def gray_pair(make_engine: MakeEngine, llm: FakeLLM, cos: float, new: str = ARTI
     engine = make_engine(embedder=emb, llm=llm)
     first = engine.add(BASE, source="chat").memory
     return engine, first
+
+
+def test_an_invalid_llm_merge_keeps_both_texts(make_engine: MakeEngine) -> None:
+    llm = FakeLLM(LLMVerdict("merge", merged_text="[Context from memory]\n[fact] x"))
+    engine, first = gray_pair(make_engine, llm, 0.92)
+    r = engine.add(ARTICLE)
+    assert r.decision is Decision.FALLBACK_KEEP and not r.duplicate
+    assert engine.get(first.id).content == BASE and engine.history(first.id) == []
+    assert engine.count() == 2
+    assert [row.decision for row in log_rows(engine)] == [Decision.FALLBACK_KEEP]
 
 
 def test_llm_merge_replaces_text_and_keeps_history(make_engine: MakeEngine) -> None:
@@ -548,7 +558,7 @@ def test_embedding_failure_writes_nothing(make_engine: MakeEngine) -> None:
     before = snapshot(engine)
     for mode in ("raise", "nan"):
         emb.mode = mode
-        with pytest.raises(EmbeddingError, match="Nothing was written|NaN"):
+        with pytest.raises(EmbeddingError, match=r"Nothing was written|NaN"):
             engine.add("Bob drinks green tea every afternoon")
         with pytest.raises(EmbeddingError):
             engine.add_many([MemoryInput("Carol moved to Lisbon"), MemoryInput("Dan plays cello")])

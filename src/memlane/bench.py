@@ -1264,15 +1264,26 @@ def prepare_store(
     from memlane.config import CONFIG_FILENAME
     from memlane.errors import InvalidArgument
 
+    in_cache = home is None
     if home is None:
         name = embedder_name_for(Path(tempfile.gettempdir()) / "memlane-bench-none")
-        root = cache_dir or default_cache_dir()
-        home = root / store_key(name, n, seed)
+        home = (cache_dir or default_cache_dir()) / store_key(name, n, seed)
     else:
         name = embedder_name_for(home)
     key = store_key(name, n, seed)
     marker = home / MARKER
     lock = home / ".bench.lock"
+    keep = (lock.name, CONFIG_FILENAME)
+    if (
+        not in_cache
+        and home.is_dir()
+        and not marker.is_file()
+        and any(child.name not in keep for child in home.iterdir())
+    ):
+        raise InvalidArgument(
+            f"{home} is not empty and holds no bench store; give an empty or new folder as --home"
+        )
+    home.mkdir(parents=True, exist_ok=True)
     with _locked(lock):
         if marker.is_file() and not rebuild:
             data = json.loads(marker.read_text())
@@ -1282,21 +1293,13 @@ def prepare_store(
                     "use another --home, or --rebuild to replace it"
                 )
             return PreparedStore(home, BuildStats.from_dict(data["build"]), reused=True)
-        if any(child != lock for child in home.iterdir()):
-            ours = marker.is_file() or home == _cache_home(cache_dir, name, n, seed)
-            if not ours:
-                raise InvalidArgument(
-                    f"{home} is not empty and holds no bench store; "
-                    "give an empty or new folder as --home"
-                )
-            for child in home.iterdir():  # our own store (stale, or --rebuild): start afresh
-                if child.name == CONFIG_FILENAME or child == lock:
-                    continue
-                if child.is_dir():
-                    shutil.rmtree(child)
-                else:
-                    child.unlink()
-        home.mkdir(parents=True, exist_ok=True)
+        for child in home.iterdir():  # our own store (stale, or --rebuild): start afresh
+            if child.name in keep:
+                continue
+            if child.is_dir():
+                shutil.rmtree(child)
+            else:
+                child.unlink()
         engine, timer = open_engine(home)
         try:
             stats = build(engine, Generator(seed), n, batch=batch, timer=timer, progress=progress)
@@ -1306,10 +1309,6 @@ def prepare_store(
         tmp.write_text(json.dumps({"key": key, "seed": seed, "build": stats.to_dict()}, indent=2))
         os.replace(tmp, marker)
         return PreparedStore(home, stats, reused=False)
-
-
-def _cache_home(cache_dir: Path | None, name: str, n: int, seed: int) -> Path:
-    return (cache_dir or default_cache_dir()) / store_key(name, n, seed)
 
 
 # ----------------------------------------------------------------------------------- runs

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
@@ -213,6 +214,13 @@ class Settings(BaseSettings):
                 data = tomllib.loads(path.read_text(encoding="utf-8"))
             except tomllib.TOMLDecodeError as exc:
                 raise ConfigError(str(path), "<file>", f"not valid TOML ({exc})") from exc
+        with _LOAD_LOCK:  # the TOML source reads _PENDING_TOML: one load at a time
+            return cls._load_locked(home_path, data, overrides)
+
+    @classmethod
+    def _load_locked(
+        cls, home_path: Path, data: dict[str, Any], overrides: dict[str, Any]
+    ) -> Settings:
         _PENDING_TOML["data"] = data
         try:
             settings = cls(home=str(home_path), **overrides)
@@ -263,6 +271,7 @@ class Settings(BaseSettings):
 
 
 _PENDING_TOML: dict[str, dict[str, Any]] = {}
+_LOAD_LOCK = threading.Lock()
 
 
 def resolve_home(home: str | os.PathLike[str] | None = None) -> Path:

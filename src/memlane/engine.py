@@ -285,6 +285,16 @@ class MemoryEngine:
     ) -> WriteResult:
         store = self.store
         match = plan.match
+        text = plan.replace_text
+        if text is not None and text != draft.content and not self._valid_merge(text):
+            # An LLM's merged text must obey the same rules as any memory: keep both instead.
+            plan = Plan(
+                Decision.FALLBACK_KEEP,
+                match,
+                plan.similarity,
+                "the LLM's merged text is not a valid memory; kept both",
+                link=True,
+            )
         if plan.decision is not Decision.ADDED:
             assert match is not None
             self._log(draft, match, plan.similarity, plan.decision, plan.reasoning)
@@ -308,6 +318,13 @@ class MemoryEngine:
             )
         matched = match.id if match is not None and plan.decision is not Decision.ADDED else None
         return WriteResult(plan.decision, memory, matched, plan.similarity, plan.reasoning)
+
+    def _valid_merge(self, text: str) -> bool:
+        try:
+            self.validate(MemoryInput(text))
+        except InvalidMemory:
+            return False
+        return True
 
     def _log(
         self,

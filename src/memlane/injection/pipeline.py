@@ -102,13 +102,18 @@ def inject(
     """Decide what to inject before this turn of ``session`` (see module docstring).
 
     Raises:
-        InvalidArgument: empty session id, text not a string, or ``recent`` not a list of str.
+        InvalidArgument: empty session id, empty text or not a string, or ``recent`` not a list
+            of str. Nothing is recorded for the session then.
     """
     started = time.perf_counter()
     if not isinstance(session, str) or not session.strip():
         raise InvalidArgument(f"session must be a non-empty string, got {session!r}")
     if not isinstance(text, str):
         raise InvalidArgument(f"text must be a string, got {type(text).__name__}")
+    if not text.strip():
+        raise InvalidArgument(
+            "text is empty: pass the user's message for this turn (nothing was recorded)"
+        )
     if recent is not None and (
         isinstance(recent, str) or not all(isinstance(r, str) for r in recent)
     ):
@@ -124,7 +129,7 @@ def inject(
 
     state = store.begin_turn(owner, session, cfg.context_window_depth)
     turn = state.turn
-    if not text.strip() or is_trivial(text, cfg.min_chars):
+    if is_trivial(text, cfg.min_chars):
         skipped["trivial"] += 1
         return _finish(engine, owner, session, turn, [], [], skipped, started, text, True)
 
