@@ -102,7 +102,7 @@ def test_settings_are_immutable(tmp_path: Path) -> None:
         ("[dedup]\nreplace = 1.5\n", "dedup.replace", 1.5, "less than or equal to 1"),
         ("[dedup]\ngray_low = -0.1\n", "dedup.gray_low", -0.1, "greater than or equal to 0"),
         ("[injection]\nsemantic_threshold = 2\n", "injection.semantic_threshold", 2, "1"),
-        ("[dedup]\ngray_low = 0.96\n", "dedup.gray_low", 0.96, "dedup.replace (0.95)"),
+        ("[dedup]\ngray_low = 0.975\n", "dedup.gray_low", 0.975, "dedup.replace (0.97)"),
         (
             "[dedup]\nreplace = 0.99\nauto_reject = 0.98\n",
             "dedup.replace",

@@ -182,7 +182,7 @@ def test_result_is_frozen_and_verdicts_are_strings() -> None:
     assert isinstance(result, GuardResult)
     with pytest.raises(dataclasses.FrozenInstanceError):
         result.verdict = V.DIFFERENT  # type: ignore[misc]
-    assert V.SAME == "same" and V.NUMBERS_DIFFER == "numbers_differ"
+    assert str(V.SAME) == "same" and str(V.NUMBERS_DIFFER) == "numbers_differ"
 
 
 def test_negation_and_numbers_are_checked_first() -> None:

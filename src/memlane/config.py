@@ -75,8 +75,8 @@ class DedupSettings(_Section):
     """``[dedup]``: write-path thresholds (cosine similarity, 0..1). See docs/dedup.md."""
 
     auto_reject: float = Field(default=0.98, ge=0, le=1)
-    replace: float = Field(default=0.95, ge=0, le=1)
-    gray_low: float = Field(default=0.88, ge=0, le=1)
+    replace: float = Field(default=0.97, ge=0, le=1)
+    gray_low: float = Field(default=0.80, ge=0, le=1)
     #: Longest memory text accepted, in characters.
     max_chars: int = Field(default=50_000, ge=1)
     #: Nearest memories compared with each new one.
