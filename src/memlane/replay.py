@@ -243,11 +243,11 @@ def _parse_conversation(item: object, n: int, path: Path) -> Conversation:
         category = qa.get("category")
         if not isinstance(category, int) or category not in CATEGORIES:
             continue
-        evidence = tuple(e for e in normalise_evidence(qa.get("evidence")) if e in turn_ids)
-        if not evidence:
+        resolved = tuple(e for e in normalise_evidence(qa.get("evidence")) if e in turn_ids)
+        if not resolved:
             unresolved += 1
             continue
-        questions.append(Question(qa["question"], category, evidence))
+        questions.append(Question(qa["question"], category, resolved))
     return Conversation(
         sample_id=sample_id,
         sessions=tuple(sessions),

@@ -21,7 +21,9 @@ from memlane.errors import InvalidArgument
 def replay_command(
     file: Annotated[
         Path,
-        typer.Argument(help="A LoCoMo-format JSON file (a list of conversations).", show_default=False),
+        typer.Argument(
+            help="A LoCoMo-format JSON file (a list of conversations).", show_default=False
+        ),
     ],
     conversations: Annotated[
         str | None,
@@ -110,17 +112,21 @@ def print_summary(report: dict[str, Any]) -> None:
         ("recall_at_10", "recall@10"),
         ("hit_at_10", "hit@10"),
     ):
-        table.add_row(
-            f"all ({ret['questions']}) {label}", *(f"{modes[m][key]:.3f}" for m in modes)
-        )
+        table.add_row(f"all ({ret['questions']}) {label}", *(f"{modes[m][key]:.3f}" for m in modes))
     for cat, row in ret["by_category"].items():
         table.add_row(
             f"{cat} {row['name']} ({row['questions']}) recall@10",
-            *(f"{modes[m]['by_category'].get(cat, {}).get('recall_at_10', 0.0):.3f}" for m in modes),
+            *(
+                f"{modes[m]['by_category'].get(cat, {}).get('recall_at_10', 0.0):.3f}"
+                for m in modes
+            ),
         )
     table.add_row(
         "search latency p50 / p95 ms",
-        *(f"{modes[m]['latency_ms']['p50']:.1f} / {modes[m]['latency_ms']['p95']:.1f}" for m in modes),
+        *(
+            f"{modes[m]['latency_ms']['p50']:.1f} / {modes[m]['latency_ms']['p95']:.1f}"
+            for m in modes
+        ),
     )
     out.print(table)
 

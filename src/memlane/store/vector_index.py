@@ -10,10 +10,17 @@ versus ~7 ms for a numpy brute-force scan. Below ``exact_below`` vectors the sea
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterable
 
 import numpy as np
 from numpy.typing import NDArray
+
+# onnxruntime (the optional fast path of the local model) segfaults when it is first imported
+# after usearch (usearch 2.26 / onnxruntime 1.31, Linux x86-64); imported first, both work.
+with contextlib.suppress(ImportError):
+    import onnxruntime  # noqa: F401
+
 from usearch.index import Index
 
 Vector = NDArray[np.float32]
