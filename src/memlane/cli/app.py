@@ -7,6 +7,7 @@ Command groups live in their own modules (``memories``, ``session``, ``dedup``, 
 from __future__ import annotations
 
 import json
+import logging
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -52,6 +53,28 @@ AgentOption = Annotated[
 ]
 
 T = TypeVar("T")
+
+
+@app.callback()
+def _main(
+    verbose: Annotated[
+        int,
+        typer.Option(
+            "--verbose",
+            "-v",
+            count=True,
+            help="Log to stderr: -v for summaries (INFO), -vv for a line per memory (DEBUG).",
+        ),
+    ] = 0,
+) -> None:
+    """Long-term memory for LLM agents: store without duplicates, search, inject per turn."""
+    if verbose:
+        level = logging.DEBUG if verbose > 1 else logging.INFO
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+        root = logging.getLogger("memlane")
+        root.handlers[:] = [handler]
+        root.setLevel(level)
 
 
 def print_json(data: Any) -> None:
