@@ -371,6 +371,9 @@ def replay(
     """
     started = time.perf_counter()
     tokenizer, count_tokens = token_counter()
+    # Load the model before the first turn: latencies are of a warm engine, not of a cold start.
+    engine.embed(["warm-up"])
+    engine.embed(["warm-up", "batch"])
     total = sum(c.turns + len(c.questions) for c in conversations)
     done = 0
 
@@ -383,7 +386,8 @@ def replay(
     stats: list[_ConversationStats] = []
     for conv in conversations:
         stats.append(_replay_one(engine, conv, count_tokens, advance))
-    report = _report(stats, engine.settings, tokenizer)
+    backend = getattr(engine.embedder, "backend", None)
+    report = _report(stats, engine.settings, tokenizer, None if backend is None else str(backend))
     report["seconds"] = round(time.perf_counter() - started, 3)
     return {
         "file": source,
@@ -585,7 +589,7 @@ def _sections(stats: Sequence[_ConversationStats]) -> dict[str, Any]:
 
 
 def _report(
-    stats: Sequence[_ConversationStats], settings: Settings, tokenizer: str
+    stats: Sequence[_ConversationStats], settings: Settings, tokenizer: str, backend: str | None
 ) -> dict[str, Any]:
     cfg = settings.injection_for(None)
     report = _sections(stats)
@@ -595,6 +599,7 @@ def _report(
     report["settings"] = {
         "embedding": {
             "provider": settings.embedding.provider,
+            "backend": backend,
             "model": settings.embedding.model
             if settings.embedding.provider == "local"
             else f"hash-{settings.embedding.dimension}",
