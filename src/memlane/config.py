@@ -133,7 +133,7 @@ class InjectionSettings(_Section):
             try:
                 value = json.loads(value)
             except ValueError:
-                raise ValueError("not a JSON list; write identity,goal or [\"identity\"]") from None
+                raise ValueError('not a JSON list; write identity,goal or ["identity"]') from None
         if isinstance(value, str):
             value = [v.strip() for v in value.split(",") if v.strip()]
         for item in value or ():
@@ -231,7 +231,9 @@ class Settings(BaseSettings):
         except SettingsError as exc:  # an env value that should be JSON and is not
             field = str(exc).split('"')[1] if str(exc).count('"') >= 2 else "*"
             key = f"MEMLANE_{field.upper()}"
-            raise ConfigError(key, os.environ.get(key, "<env>"), f"not valid JSON ({exc})") from None
+            raise ConfigError(
+                key, os.environ.get(key, "<env>"), f"not valid JSON ({exc})"
+            ) from None
         finally:
             _PENDING_TOML.pop("data", None)
         settings.check()
