@@ -73,6 +73,17 @@ def test_recent_enriches_a_follow_up(engine: MemoryEngine) -> None:
     assert ids(inj) == [mid]
 
 
+def test_only_a_follow_up_is_enriched(engine: MemoryEngine) -> None:
+    cfg = engine.settings.injection
+    recent = ["Which database are we using for billing?", "We use PostgreSQL for billing."]
+    follow_up = pipeline.build_query("why that?", recent, cfg)
+    assert follow_up.splitlines() == ["why that?", recent[1], recent[0]]  # newest first
+    sentence = "Remind me which database the billing service stores invoices in"
+    assert pipeline.build_query(sentence, recent, cfg) == sentence
+    always = cfg.model_copy(update={"enrich_below_words": 1000, "recent_chars": 10})
+    assert pipeline.build_query(sentence, recent, always).splitlines()[1] == recent[1][:10]
+
+
 def test_recent_must_be_a_list_of_strings(engine: MemoryEngine) -> None:
     with pytest.raises(InvalidArgument, match="recent"):
         engine.inject("s", QUESTION, recent="previous message")  # type: ignore[arg-type]

@@ -125,6 +125,9 @@ class InjectionSettings(_Section):
     min_chars: int = Field(default=8, ge=0)
     #: Recent exchanges folded into the query (the newest first); each clipped to this many chars.
     recent_chars: int = Field(default=300, ge=0)
+    #: Enrich the query with ``recent`` only when the text has fewer content words than this
+    #: (0 = never enrich; a large number = always).
+    enrich_below_words: int = Field(default=4, ge=0)
 
     @field_validator("pinned_types", mode="before")
     @classmethod

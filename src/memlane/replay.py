@@ -463,7 +463,7 @@ def _replay_one(
             st.items += len(injection.items)
 
             # What injecting the top max_total results on every turn, no dedup, would cost.
-            query = build_query(text, recent, cfg.recent_chars)
+            query = build_query(text, recent, cfg)
             naive = search(engine, query, owner=owner, limit=cfg.max_total, record_access=False)
             naive_block = format_block([], [h.memory for h in naive])
             naive_tokens = count_tokens(naive_block) if naive_block else 0

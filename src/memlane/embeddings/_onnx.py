@@ -103,8 +103,9 @@ class OnnxEncoder:
         return np.asarray(session.run(None, feed)[0], dtype=np.float32)
 
 
-#: Texts per onnxruntime call within a length-sorted batch.
-_SUB_BATCH = 32
+#: Texts per onnxruntime call within a length-sorted batch (measured here: 16 gives ~300/s,
+#: 32 ~280/s, 64 ~260/s, whole batches of 256 ~220/s).
+_SUB_BATCH = 16
 
 
 def _session(path: Path, threads: int) -> Any:

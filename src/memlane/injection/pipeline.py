@@ -3,7 +3,8 @@
 Steps (the design's eight):
 
 1. trivial prompts (short, slash commands, bare acknowledgements) are skipped with no search;
-2. the query is the user text, enriched with the recent exchanges when given;
+2. the query is the user text, enriched with the recent exchanges when given and the text is a
+   follow-up with few content words of its own (``enrich_below_words``);
 3. pinned types first when ``ambient_enabled`` (``pinned_types``/``pinned_limit``/``pinned_sort``),
    then the contextual hybrid search;
 4. memories learned in this session after its last reset are excluded (feedback-loop guard);
@@ -32,9 +33,10 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from memlane._text import words
+from memlane.config import InjectionSettings
 from memlane.errors import InvalidArgument
 from memlane.history import INJECTION_BLOCK_PREFIX
-from memlane.retrieval import search
+from memlane.retrieval import query_terms, search
 from memlane.types import InjectedItem, Injection, Memory
 
 if TYPE_CHECKING:
@@ -48,7 +50,70 @@ CONTEXTUAL_HEADER = "[Relevant to this message]"
 #: Bare acknowledgements: a prompt made only of these (plus at most one other word, e.g. a name)
 #: carries nothing to search for.
 ACKNOWLEDGEMENTS = frozenset(
-    ["ok", "okay", "k", "kk", "yes", "yeah", "yep", "yup", "no", "nope", "nah", "sure", "thanks", "thank", "thx", "ty", "you", "cool", "great", "nice", "good", "awesome", "perfect", "wow", "lol", "haha", "hahaha", "hmm", "hm", "right", "alright", "fine", "got", "it", "agreed", "indeed", "exactly", "true", "totally", "sounds", "done", "continue", "go", "ahead", "please", "yay", "oh", "ah", "aw", "aww", "wonderful", "amazing", "congrats", "congratulations", "bye", "goodbye", "hi", "hello", "hey", "welcome", "appreciate", "that"]
+    [
+        "ok",
+        "okay",
+        "k",
+        "kk",
+        "yes",
+        "yeah",
+        "yep",
+        "yup",
+        "no",
+        "nope",
+        "nah",
+        "sure",
+        "thanks",
+        "thank",
+        "thx",
+        "ty",
+        "you",
+        "cool",
+        "great",
+        "nice",
+        "good",
+        "awesome",
+        "perfect",
+        "wow",
+        "lol",
+        "haha",
+        "hahaha",
+        "hmm",
+        "hm",
+        "right",
+        "alright",
+        "fine",
+        "got",
+        "it",
+        "agreed",
+        "indeed",
+        "exactly",
+        "true",
+        "totally",
+        "sounds",
+        "done",
+        "continue",
+        "go",
+        "ahead",
+        "please",
+        "yay",
+        "oh",
+        "ah",
+        "aw",
+        "aww",
+        "wonderful",
+        "amazing",
+        "congrats",
+        "congratulations",
+        "bye",
+        "goodbye",
+        "hi",
+        "hello",
+        "hey",
+        "welcome",
+        "appreciate",
+        "that",
+    ]
 )
 _ONLY_SYMBOLS = re.compile(r"^[\W_]*$", re.UNICODE)
 
@@ -68,13 +133,18 @@ def is_trivial(text: str, min_chars: int = 8) -> bool:
     return len(other) == 0 or (len(other) == 1 and tokens[0] in ACKNOWLEDGEMENTS)
 
 
-def build_query(text: str, recent: Sequence[str] | None, clip: int) -> str:
-    """The search query: the user text first, then the recent exchanges (newest first), each
-    clipped to ``clip`` characters."""
+def build_query(text: str, recent: Sequence[str] | None, cfg: InjectionSettings) -> str:
+    """The search query: the user text, enriched with the recent exchanges (newest first, each
+    clipped to ``cfg.recent_chars``) when the text itself has fewer than
+    ``cfg.enrich_below_words`` content words — a follow-up such as "why that?" carries no signal
+    of its own, while a full sentence does, and every added character costs query-embedding time
+    (measured on the LoCoMo replay: p50 37 ms with the two previous turns, 13 ms without)."""
     parts = [text.strip()]
+    if len(query_terms(text)) >= cfg.enrich_below_words or cfg.recent_chars <= 0:
+        return parts[0]
     for previous in reversed(list(recent or [])):
-        if isinstance(previous, str) and previous.strip() and clip > 0:
-            parts.append(previous.strip()[:clip])
+        if isinstance(previous, str) and previous.strip():
+            parts.append(previous.strip()[: cfg.recent_chars])
     return "\n".join(parts)
 
 
@@ -142,7 +212,7 @@ def inject(
             (m, m.importance)
             for m in store.pinned(owner, agent, cfg.pinned_types, cfg.pinned_limit, cfg.pinned_sort)
         ]
-    query = build_query(text, recent, cfg.recent_chars)
+    query = build_query(text, recent, cfg)
     hits = search(
         engine,
         query,

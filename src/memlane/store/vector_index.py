@@ -33,6 +33,8 @@ class OwnerIndex:
         self.dimension = dimension
         self.exact_below = exact_below
         self.watermark = 0
+        #: Watermark of the copy saved on disk (-1: none); the store skips saving an unchanged one.
+        self.saved_at = -1
         self._index = Index(
             ndim=dimension,
             metric="cos",
@@ -60,7 +62,9 @@ class OwnerIndex:
             last: dict[int, Vector] = dict(zip(add_keys, add_vecs, strict=True))
             keys = np.fromiter(last.keys(), dtype=np.uint64, count=len(last))
             vecs = np.vstack(list(last.values()))
-            self._index.add(keys, vecs, threads=0 if len(keys) > 1000 else 1)
+            # All cores from 64 rows (a write batch caught up): 0.83 -> 0.42 ms a row at 100k
+            # on 2 cores. Below that, one thread (no pool start-up for a row or two).
+            self._index.add(keys, vecs, threads=0 if len(keys) >= 64 else 1)
         self.watermark = max(self.watermark, watermark)
 
     def search(self, vector: Vector, k: int) -> list[tuple[int, float]]:

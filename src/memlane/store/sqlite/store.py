@@ -654,16 +654,14 @@ class SQLiteStore:
             index.watermark = int(meta["watermark"])
             if len(index) != int(meta["count"]):
                 return None
+            index.saved_at = index.watermark  # on disk as it is: no need to write it on close
             return index
         except (OSError, ValueError, KeyError, RuntimeError):
             return None  # a cache: rebuild from the database
 
     def _save_indexes(self) -> None:
         for owner, index in self._indexes.items():
-            if (
-                len(index) < _PERSIST_MIN_VECTORS
-                or getattr(index, "saved_at", -1) == index.watermark
-            ):
+            if len(index) < _PERSIST_MIN_VECTORS or index.saved_at == index.watermark:
                 continue
             file = self._index_file(owner)
             try:
@@ -681,6 +679,7 @@ class SQLiteStore:
                 tmp_meta = file.with_name(f"{file.stem}.{os.getpid()}.json.tmp")
                 tmp_meta.write_text(json.dumps(meta))
                 os.replace(tmp_meta, file.with_suffix(".json"))
+                index.saved_at = index.watermark
             except OSError:
                 continue  # a cache: the next process rebuilds it
 
