@@ -228,7 +228,9 @@ class MemoryEngine:
         item = MemoryInput(content, type, owner, agent, session, importance, source, metadata or {})
         return self.add_many([item])[0]
 
-    def add_many(self, items: Iterable[MemoryInput | Mapping[str, Any]]) -> builtins.list[WriteResult]:
+    def add_many(
+        self, items: Iterable[MemoryInput | Mapping[str, Any]]
+    ) -> builtins.list[WriteResult]:
         """Offer a batch: validated first (any invalid item -> :class:`InvalidMemory`, nothing
         written), embedded in batches, then deduplicated against the store *and* against earlier
         items of the batch, all in one transaction. Results are in input order."""

@@ -109,7 +109,10 @@ def add_cmd(
     home: BenchHomeOption = None,
     json_out: JsonOption = False,
 ) -> None:
-    """Build a store of N memories with batched add_many (dedup on), then time single adds."""
+    """Build a store of N memories with batched add_many (dedup on), then time single adds.
+
+    Example: memlane bench add --memories 100000 --json
+    """
     from memlane import bench
 
     with handle_errors(), _home_or_temp(home) as where:
@@ -192,7 +195,11 @@ def search_cmd(
     rebuild: RebuildOption = False,
     json_out: JsonOption = False,
 ) -> None:
-    """Time hybrid searches (questions about stored facts, and unrelated ones) on N memories."""
+    """Time hybrid searches (questions about stored facts, and unrelated ones) on N memories.
+
+    The store of N memories is built once and cached (see --cache-dir). Example:
+    memlane bench search --memories 100000 --json
+    """
     from memlane import bench
 
     with handle_errors():
@@ -229,7 +236,11 @@ def inject_cmd(
     rebuild: RebuildOption = False,
     json_out: JsonOption = False,
 ) -> None:
-    """Time injection turns (with the two previous turns as recent context) on N memories."""
+    """Time injection turns (with the two previous turns as recent context) on N memories.
+
+    The store of N memories is built once and cached (see --cache-dir). Example:
+    memlane bench inject --memories 100000 --json
+    """
     from memlane import bench
 
     with handle_errors():
