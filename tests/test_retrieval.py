@@ -254,3 +254,23 @@ def test_semantic_search_with_the_model(model_engine: MemoryEngine) -> None:
     assert contents(hits)[0].startswith("Carol")
     # the floor keeps clearly unrelated memories out of a specific query
     assert TEA not in contents(model_engine.search("Carol's marathon training plan"))
+
+
+def test_corpus_stop_words_leave_out_common_terms_in_large_stores(
+    make_engine: MakeEngine,
+) -> None:
+    engine = make_engine(retrieval={"fts_max_df": 0.3, "fts_df_min_rows": 10})
+    for i in range(20):
+        engine.add(f"project note number {i}: the team met about planning topic{i}")
+    rare = engine.add("the kestrel migration finished on time").memory.id
+    hits = engine.search("project kestrel", mode="fts", limit=10)
+    # "project" is in 20 of 21 memories: left out, so only the rare term ranks.
+    assert [h.memory.id for h in hits] == [rare]
+    # A single term is always searched, however common.
+    assert len(engine.search("project", mode="fts", limit=50)) == 20
+    # Below the size threshold nothing is left out.
+    small = make_engine(retrieval={"fts_max_df": 0.3, "fts_df_min_rows": 1000})
+    for i in range(5):
+        small.add(f"project memo {i} about budget line {i}", owner="small")
+    small.add("kestrel sighting near the lake", owner="small")
+    assert len(small.search("project kestrel", owner="small", mode="fts", limit=10)) == 6

@@ -278,7 +278,14 @@ def search(
         for rank, hit in enumerate(
             (
                 h
-                for h in store.fts_search(owner, agent, terms, n_cand)
+                for h in store.fts_search(
+                    owner,
+                    agent,
+                    terms,
+                    n_cand,
+                    max_df=cfg.fts_max_df if cfg.fts_max_df < 1.0 else None,
+                    df_min_rows=cfg.fts_df_min_rows,
+                )
                 if h.id not in (exclude or ())
             ),
             start=1,

@@ -139,10 +139,19 @@ class MemoryStore(Protocol):
     ) -> list[ScoredId]: ...
 
     def fts_search(
-        self, owner: str, agent: str | None, terms: Sequence[str], k: int
+        self,
+        owner: str,
+        agent: str | None,
+        terms: Sequence[str],
+        k: int,
+        *,
+        max_df: float | None = None,
+        df_min_rows: int = 20_000,
     ) -> list[ScoredId]:
         """BM25 ranking of active memories matching any of ``terms`` (plain words; the backend
-        quotes them, so user text can never be query syntax)."""
+        quotes them, so user text can never be query syntax). With ``max_df``, in a store of at
+        least ``df_min_rows`` memories, terms found in more than that fraction of them are left
+        out (the rarest term is always kept)."""
         ...
 
     def neighbours(self, ids: Sequence[str]) -> list[Association]:
