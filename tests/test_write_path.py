@@ -647,3 +647,22 @@ def test_dedup_log_filters(engine: MemoryEngine) -> None:
     assert [r.decision for r in engine.dedup_log(owner="bob")] == [Decision.AUTO_REJECT]
     assert [r.owner for r in engine.dedup_log(decision="hash_exact")] == ["alice"]
     assert len(engine.dedup_log(limit=1)) == 1
+
+
+@pytest.mark.model
+def test_the_shipped_examples_get_their_documented_decisions(model_engine: MemoryEngine) -> None:
+    """examples/memories.jsonl states the decision each line should get with the default model
+    and thresholds (docs/dedup.md): a calibration change that alters one shows up here."""
+    import json
+    from pathlib import Path
+
+    path = Path(__file__).parents[1] / "examples" / "memories.jsonl"
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    results = model_engine.add_many(rows)
+    got = [r.decision.value for r in results]
+    want = [
+        "added" if row["metadata"]["expect"] == "distinct" else row["metadata"]["expect"]
+        for row in rows
+    ]
+    assert got == want
+    assert {"hash_exact", "auto_reject", "guard_keep", "gray_keep"} <= set(got)
