@@ -27,20 +27,13 @@ for _var in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"):
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 from rich.console import Console  # noqa: E402
-from rich.progress import (  # noqa: E402
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TextColumn,
-    TimeElapsedColumn,
-)
 from rich.table import Table  # noqa: E402
 
-from memlane.cli.replay import print_summary  # noqa: E402
+from memlane.cli.replay import print_summary, run_replay  # noqa: E402
 from memlane.config import Settings  # noqa: E402
 from memlane.engine import MemoryEngine, MemoryInput  # noqa: E402
 from memlane.errors import MemlaneError  # noqa: E402
-from memlane.replay import load_locomo, open_replay_engine, replay  # noqa: E402
+from memlane.replay import load_locomo  # noqa: E402
 
 DEV = ROOT.parent / "shared" / "data" / "locomo" / "locomo_dev.json"
 SAMPLE = ROOT / "examples" / "locomo_sample.json"
@@ -101,23 +94,7 @@ def replay_demo() -> None:
         f"{len(conversations[0].questions)} questions",
         highlight=False,
     )
-    with (
-        open_replay_engine(owners=[conversations[0].sample_id]) as engine,
-        Progress(
-            TextColumn("[progress.description]{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            console=err,
-            transient=True,
-        ) as bar,
-    ):
-        task = bar.add_task("loading the model", total=None)
-
-        def progress(done: int, total: int, description: str) -> None:
-            bar.update(task, completed=done, total=total, description=description)
-
-        report = replay(engine, conversations, progress=progress, source=str(shown))
+    report = run_replay(conversations, source=str(shown))
     print_summary(report)
 
 

@@ -17,6 +17,30 @@ from memlane.cli.app import JsonOption, app, err, handle_errors, out, print_json
 from memlane.errors import InvalidArgument
 
 
+def run_replay(chosen: list[Any], *, home: Path | None = None, source: str) -> dict[str, Any]:
+    """Replay ``chosen`` conversations on a fresh engine with a progress bar on stderr; returns
+    the report (shared by ``memlane replay`` and ``make demo``)."""
+    from memlane.replay import open_replay_engine, replay
+
+    with (
+        open_replay_engine(home, owners=[c.sample_id for c in chosen]) as engine,
+        Progress(
+            TextColumn("[progress.description]{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=err,
+            transient=True,
+        ) as bar,
+    ):
+        task = bar.add_task("loading the model", total=None)
+
+        def progress(done: int, total: int, description: str) -> None:
+            bar.update(task, completed=done, total=total, description=description)
+
+        return replay(engine, chosen, progress=progress, source=source)
+
+
 @app.command("replay")
 def replay_command(
     file: Annotated[
@@ -52,30 +76,13 @@ def replay_command(
 ) -> None:
     """Replay LoCoMo conversations: store each session's observations, inject before every turn,
     then score the questions by evidence recall (hybrid vs vector-only vs full-text-only)."""
-    from memlane.replay import load_locomo, open_replay_engine, replay, select_conversations
+    from memlane.replay import load_locomo, select_conversations
 
     with handle_errors():
         if report_out is not None and report_out.is_dir():
             raise InvalidArgument(f"--out {report_out} is a folder: give a file name")
         chosen = select_conversations(load_locomo(file), conversations)
-        owners = [c.sample_id for c in chosen]
-        with (
-            open_replay_engine(home, owners=owners) as engine,
-            Progress(
-                TextColumn("[progress.description]{task.description}"),
-                BarColumn(),
-                MofNCompleteColumn(),
-                TimeElapsedColumn(),
-                console=err,
-                transient=True,
-            ) as bar,
-        ):
-            task = bar.add_task("loading the model", total=None)
-
-            def progress(done: int, total: int, description: str) -> None:
-                bar.update(task, completed=done, total=total, description=description)
-
-            report = replay(engine, chosen, progress=progress, source=str(file))
+        report = run_replay(chosen, home=home, source=str(file))
         if report_out is not None:
             report_out.parent.mkdir(parents=True, exist_ok=True)
             report_out.write_text(
