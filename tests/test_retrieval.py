@@ -274,17 +274,3 @@ def test_corpus_stop_words_leave_out_common_terms_in_large_stores(
         small.add(f"project memo {i} about budget line {i}", owner="small")
     small.add("kestrel sighting near the lake", owner="small")
     assert len(small.search("project kestrel", owner="small", mode="fts", limit=10)) == 6
-
-
-def test_full_text_hits_of_other_owners_never_crowd_out_this_owner(engine: MemoryEngine) -> None:
-    # 150 short memories of another owner outrank this owner's long one on BM25 for "kestrel".
-    engine.add_many(
-        [{"content": f"kestrel kestrel nest {i}", "owner": "other"} for i in range(150)]
-    )
-    mine = engine.add(
-        "On the long walk by the reservoir we finally saw a kestrel hovering over the reeds",
-        owner="me",
-    ).memory.id
-    hits = engine.search("kestrel", owner="me", mode="fts")
-    assert [h.memory.id for h in hits] == [mine]
-    assert len(engine.search("kestrel", owner="other", mode="fts", limit=100)) == 100

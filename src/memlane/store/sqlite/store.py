@@ -725,39 +725,23 @@ class SQLiteStore:
             terms = self._drop_common_terms(terms, max_df, df_min_rows)
         # Every term is an FTS5 string (double quotes doubled): user text is never query syntax.
         match = " OR ".join('"' + t.replace('"', '""') + '"' for t in terms)
-        # Rank inside FTS5 alone ("ORDER BY rank LIMIT n" is FTS5's own top-n path), then keep
-        # the rows in scope: ~40% faster at 100k memories than joining every matching row to
-        # `memories` before sorting. When other scopes crowd the top n, n grows until k rows in
-        # scope are found or the matches run out (same result as the join).
-        n = max(4 * k, 64)
-        found: list[ScoredId] = []
+        sql = (
+            "SELECT m.id, bm25(memories_fts) AS rank FROM memories_fts "
+            "JOIN memories m ON m.num = memories_fts.rowid "
+            "WHERE memories_fts MATCH ? AND m.owner = ? AND m.status = 'active'"
+        )
+        args: list[Any] = [match, owner]
+        if agent is not None:
+            sql += " AND (m.agent = ? OR m.agent IS NULL)"
+            args.append(agent)
+        sql += " ORDER BY rank LIMIT ?"
+        args.append(int(k))
         with self._lock:
-            while True:
-                try:
-                    ranked = self._conn.execute(
-                        "SELECT rowid, rank FROM memories_fts WHERE memories_fts MATCH ? "
-                        "ORDER BY rank LIMIT ?",
-                        (match, n),
-                    ).fetchall()
-                except sqlite3.OperationalError as exc:  # pragma: no cover - quoting prevents it
-                    raise StoreError(f"full-text search failed for {terms!r}: {exc}") from exc
-                if not ranked:
-                    return []
-                marks = ",".join("?" * len(ranked))
-                scope = "owner = ? AND status = 'active'"
-                args: list[Any] = [*(r[0] for r in ranked), owner]
-                if agent is not None:
-                    scope += " AND (agent = ? OR agent IS NULL)"
-                    args.append(agent)
-                in_scope = dict(
-                    self._conn.execute(
-                        f"SELECT num, id FROM memories WHERE num IN ({marks}) AND {scope}", args
-                    ).fetchall()
-                )
-                found = [ScoredId(in_scope[r[0]], -float(r[1])) for r in ranked if r[0] in in_scope]
-                if len(found) >= k or len(ranked) < n:
-                    return found[:k]
-                n *= 4
+            try:
+                rows = self._conn.execute(sql, args).fetchall()
+            except sqlite3.OperationalError as exc:  # pragma: no cover - quoting prevents this
+                raise StoreError(f"full-text search failed for {terms!r}: {exc}") from exc
+        return [ScoredId(r[0], -float(r[1])) for r in rows]
 
     def _drop_common_terms(self, terms: list[str], max_df: float, min_rows: int) -> list[str]:
         """Corpus stop words: in a store of at least ``min_rows`` memories, leave out query terms
