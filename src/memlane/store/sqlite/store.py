@@ -120,7 +120,7 @@ class SQLiteStore:
                 timeout=busy_timeout_ms / 1000,
             )
             conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
-            mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+            mode = _enable_wal(conn, busy_timeout_ms)
             if mode != "wal":
                 raise StoreError(f"{p}: could not switch to WAL mode (got {mode})")
             conn.execute("PRAGMA synchronous = NORMAL")
@@ -992,6 +992,22 @@ class _ClosedConnection:
 
     def __getattr__(self, name: str) -> Any:
         raise StoreError(f"the store {self._path} is closed (open the engine again)")
+
+
+def _enable_wal(conn: sqlite3.Connection, busy_timeout_ms: int) -> str:
+    """Switch to WAL mode. Two processes creating a new file at once can get "database is
+    locked" here without SQLite's busy handler being called (the switch needs an exclusive lock),
+    so retry until the busy timeout; the mode is persistent, so the second one finds it set."""
+    deadline = time.monotonic() + busy_timeout_ms / 1000
+    delay = 0.005
+    while True:
+        try:
+            return str(conn.execute("PRAGMA journal_mode = WAL").fetchone()[0])
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() >= deadline:
+                raise
+            time.sleep(delay)
+            delay = min(delay * 2, 0.2)
 
 
 def _split_sql(script: str) -> list[str]:
