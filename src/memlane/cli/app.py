@@ -31,7 +31,7 @@ app = typer.Typer(
 
 #: stdout for data (tables or JSON); stderr for progress and errors.
 out = Console(soft_wrap=True)
-err = Console(stderr=True)
+err = Console(stderr=True, soft_wrap=True)
 
 HomeOption = Annotated[
     Path | None,
