@@ -117,4 +117,14 @@ MIGRATIONS: list[tuple[str, str]] = [
         CREATE INDEX injection_events_session ON injection_events (owner, session, id);
         """,
     ),
+    (
+        "0002_lookup_indexes",
+        """
+        -- the transaction's base vec_seq (max over all owners)
+        CREATE INDEX IF NOT EXISTS memories_vec_seq ON memories (vec_seq);
+        -- "has this owner agent-scoped memories?": without it, a full scan of the owner's rows
+        CREATE INDEX IF NOT EXISTS memories_owner_agent ON memories (owner)
+            WHERE agent IS NOT NULL;
+        """,
+    ),
 ]

@@ -76,7 +76,14 @@ def merge_metadata(existing: Mapping[str, Any], offered: Mapping[str, Any]) -> d
 class SQLiteStore:
     """The embedded store. Use :meth:`open`; thread-safe (one connection behind a lock)."""
 
-    def __init__(self, conn: sqlite3.Connection, path: Path, model: str, dimension: int) -> None:
+    def __init__(
+        self,
+        conn: sqlite3.Connection,
+        path: Path,
+        model: str,
+        dimension: int,
+        busy_timeout_ms: int = 60_000,
+    ) -> None:
         self._conn = conn
         self.path = path
         self.model = model
@@ -92,7 +99,9 @@ class SQLiteStore:
         self._store_uuid = ""
         self._closed = False
         self._df_cache: dict[str, tuple[int, int]] = {}
-        self._busy_ms = 60_000
+        self._busy_ms = int(busy_timeout_ms)
+        #: False until the schema exists (the first transaction is the migration itself).
+        self._migrated = False
 
     # ------------------------------------------------------------------ open / close
     @classmethod
@@ -127,8 +136,7 @@ class SQLiteStore:
             conn.execute("PRAGMA foreign_keys = ON")
         except sqlite3.DatabaseError as exc:
             raise StoreError(f"cannot open {p} as a memlane store: {exc}") from exc
-        store = cls(conn, p, model, dimension)
-        store._busy_ms = int(busy_timeout_ms)
+        store = cls(conn, p, model, dimension, busy_timeout_ms)
         try:
             store._migrate()
             store._check_model()
@@ -152,12 +160,7 @@ class SQLiteStore:
                     "INSERT INTO migrations (name, applied_at) VALUES (?, ?)",
                     (name, to_iso(utcnow())),
                 )
-            self._conn.execute("CREATE INDEX IF NOT EXISTS memories_vec_seq ON memories (vec_seq)")
-            # For _count_agents: without it, an owner with no agent-scoped memory is a full scan.
-            self._conn.execute(
-                "CREATE INDEX IF NOT EXISTS memories_owner_agent ON memories (owner) "
-                "WHERE agent IS NOT NULL"
-            )
+        self._migrated = True
 
     def _check_model(self) -> None:
         with self.transaction():
@@ -215,7 +218,7 @@ class SQLiteStore:
             try:
                 row = (
                     self._conn.execute("SELECT max(vec_seq) FROM memories").fetchone()
-                    if self._has_table()
+                    if self._migrated
                     else None
                 )
                 self._tx_base_seq = int(row[0] or 0) if row else 0
@@ -229,14 +232,6 @@ class SQLiteStore:
             finally:
                 self._depth = 0
                 self._pending.clear()
-
-    def _has_table(self) -> bool:
-        return (
-            self._conn.execute(
-                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'memories'"
-            ).fetchone()
-            is not None
-        )
 
     def _begin_immediate(self) -> None:
         # busy_timeout already makes SQLite wait; the loop covers the rare SQLITE_BUSY that
@@ -367,7 +362,7 @@ class SQLiteStore:
             index = self._index(owner)
             scores: dict[int, float] = {}
             for key, cos in index.search(
-                vector, k * 4 if agent is not None or self._count_agents(owner) else k
+                vector, k * 4 if agent is not None or self._has_agent_scopes(owner) else k
             ):
                 scores[key] = cos
             pending = [
@@ -396,8 +391,8 @@ class SQLiteStore:
                     break
             return out[:k]
 
-    def _count_agents(self, owner: str) -> bool:
-        """True when the owner has memories of more than one agent scope (needs over-fetching)."""
+    def _has_agent_scopes(self, owner: str) -> bool:
+        """True when some of the owner's memories belong to an agent (lookups must over-fetch)."""
         row = self._conn.execute(
             "SELECT 1 FROM memories WHERE owner = ? AND agent IS NOT NULL LIMIT 1", (owner,)
         ).fetchone()
@@ -838,12 +833,9 @@ class SQLiteStore:
                     return  # busy: keep the buffer for the next flush
                 raise
             finally:
-                self._conn.execute(f"PRAGMA busy_timeout = {int(self._conn_timeout_ms())}")
+                self._conn.execute(f"PRAGMA busy_timeout = {self._busy_ms}")
         self._access.clear()
         self._access_since = time.monotonic()
-
-    def _conn_timeout_ms(self) -> int:
-        return self._busy_ms
 
     def pinned(
         self, owner: str, agent: str | None, types: Sequence[MemoryType], limit: int, sort: str
