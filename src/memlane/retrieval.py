@@ -230,14 +230,13 @@ def search(
     limit: int = 10,
     types: Sequence[MemoryType | str] | None = None,
     mode: str = "hybrid",
-    exclude: set[str] | None = None,
     record_access: bool = True,
 ) -> list[SearchHit]:
     """Search ``owner``'s memories for ``query``; at most ``limit`` hits, best first.
 
-    ``mode``: ``hybrid`` (all legs), ``vector`` or ``fts`` (one leg, for baselines). ``exclude``:
-    ids never returned. Raises :class:`InvalidArgument` for an empty query, a bad mode, limit or
-    type.
+    ``mode``: ``hybrid`` (all legs), ``vector`` or ``fts`` (one leg, for baselines);
+    ``record_access=False`` leaves access counts alone (injection records only what it injects).
+    Raises :class:`InvalidArgument` for an empty query, a bad mode, limit or type.
     """
     if not isinstance(query, str) or not query.strip():
         raise InvalidArgument("query is empty: give some text to search for")
@@ -256,40 +255,27 @@ def search(
             ) from None
     cfg = engine.settings.retrieval
     store = engine.store
-    over = 1 + len(exclude or ()) // 4 + (2 if type_set else 0)
-    n_cand = max(cfg.candidates, limit) * over
+    # A type filter drops hits after fusion: take more candidates so `limit` can still be met.
+    n_cand = max(cfg.candidates, limit) * (3 if type_set else 1)
     qvec = engine.embed_query(query)
 
     ranks: dict[str, dict[str, int]] = {}
     cosine: dict[str, float] = {}
     if mode in ("hybrid", "vector"):
-        for rank, hit in enumerate(
-            (
-                h
-                for h in store.vector_search(owner, agent, qvec, n_cand)
-                if h.id not in (exclude or ())
-            ),
-            start=1,
-        ):
+        for rank, hit in enumerate(store.vector_search(owner, agent, qvec, n_cand), start=1):
             ranks.setdefault(hit.id, {})["vector"] = rank
             cosine[hit.id] = hit.score
     if mode in ("hybrid", "fts"):
         terms = query_terms(query)
-        for rank, hit in enumerate(
-            (
-                h
-                for h in store.fts_search(
-                    owner,
-                    agent,
-                    terms,
-                    n_cand,
-                    max_df=cfg.fts_max_df if cfg.fts_max_df < 1.0 else None,
-                    df_min_rows=cfg.fts_df_min_rows,
-                )
-                if h.id not in (exclude or ())
-            ),
-            start=1,
-        ):
+        fts_hits = store.fts_search(
+            owner,
+            agent,
+            terms,
+            n_cand,
+            max_df=cfg.fts_max_df if cfg.fts_max_df < 1.0 else None,
+            df_min_rows=cfg.fts_df_min_rows,
+        )
+        for rank, hit in enumerate(fts_hits, start=1):
             ranks.setdefault(hit.id, {})["fts"] = rank
     if not ranks:
         return []
@@ -306,7 +292,7 @@ def search(
         graph: dict[str, float] = {}
         for a in store.neighbours(seeds):
             for seed, other in ((a.source_id, a.target_id), (a.target_id, a.source_id)):
-                if seed in seed_score and other not in seed_score and other not in (exclude or ()):
+                if seed in seed_score and other not in seed_score:
                     graph[other] = max(graph.get(other, 0.0), a.weight * seed_score[seed])
         for rank, mid in enumerate(sorted(graph, key=graph.__getitem__, reverse=True), start=1):
             ranks.setdefault(mid, {})["graph"] = rank
