@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from memlane import retrieval
 from memlane._ids import new_id, utcnow
 from memlane._text import content_hash
 from memlane.config import Settings
@@ -21,6 +22,8 @@ from memlane.dedup.pipeline import Plan, decide
 from memlane.embeddings import Embedder, embed_texts, make_embedder
 from memlane.errors import InvalidArgument, InvalidMemory, NotFound
 from memlane.history import INJECTION_BLOCK_PREFIX
+from memlane.injection import pipeline as injection
+from memlane.injection.pipeline import check_session
 from memlane.llm import LLM
 from memlane.store import MemoryStore, NewMemory, open_store
 from memlane.store.base import Vector
@@ -443,9 +446,9 @@ class MemoryEngine:
         mode: str = "hybrid",
     ) -> builtins.list[SearchHit]:
         """Hybrid search (see :mod:`memlane.retrieval`). Raises :class:`InvalidArgument`."""
-        from memlane.retrieval import search
-
-        return search(self, query, owner=owner, agent=agent, limit=limit, types=types, mode=mode)
+        return retrieval.search(
+            self, query, owner=owner, agent=agent, limit=limit, types=types, mode=mode
+        )
 
     # ------------------------------------------------------------------ injection
     def inject(
@@ -458,9 +461,7 @@ class MemoryEngine:
         recent: Sequence[str] | None = None,
     ) -> Injection:
         """The memories to inject before this turn (see :mod:`memlane.injection`)."""
-        from memlane.injection import inject
-
-        return inject(self, session, text, owner=owner, agent=agent, recent=recent)
+        return injection.inject(self, session, text, owner=owner, agent=agent, recent=recent)
 
     def reset_session(
         self, session: str, reason: ResetReason | str, *, owner: str = "default"
@@ -475,14 +476,14 @@ class MemoryEngine:
         except ValueError:
             names = ", ".join(r.value for r in ResetReason)
             raise InvalidArgument(f"unknown reset reason {reason!r}; valid: {names}") from None
-        _check_session(session)
+        check_session(session)
         state = self.store.reset_session(owner, session, why.value)
         log.info("session %s reset (%s)", session, why.value)
         return state
 
     def session(self, session: str, *, owner: str = "default") -> SessionState:
         """The persisted injection tracking of ``session``."""
-        _check_session(session)
+        check_session(session)
         return self.store.session(owner, session)
 
 
@@ -500,8 +501,3 @@ def _check_scope(name: str, value: object, *, required: bool = False) -> None:
         return
     if not isinstance(value, str) or not value.strip():
         raise InvalidMemory(f"{name} must be a non-empty string, got {value!r}")
-
-
-def _check_session(session: object) -> None:
-    if not isinstance(session, str) or not session.strip():
-        raise InvalidArgument(f"session must be a non-empty string, got {session!r}")

@@ -148,6 +148,12 @@ def build_query(text: str, recent: Sequence[str] | None, cfg: InjectionSettings)
     return "\n".join(parts)
 
 
+def check_session(session: object) -> None:
+    """Raise :class:`InvalidArgument` unless ``session`` is a non-empty string."""
+    if not isinstance(session, str) or not session.strip():
+        raise InvalidArgument(f"session must be a non-empty string, got {session!r}")
+
+
 def format_block(pinned: Sequence[Memory], contextual: Sequence[Memory]) -> str | None:
     """The injection block text, or ``None`` when both lists are empty."""
     if not pinned and not contextual:
@@ -176,8 +182,7 @@ def inject(
             of str. Nothing is recorded for the session then.
     """
     started = time.perf_counter()
-    if not isinstance(session, str) or not session.strip():
-        raise InvalidArgument(f"session must be a non-empty string, got {session!r}")
+    check_session(session)
     if not isinstance(text, str):
         raise InvalidArgument(f"text must be a string, got {type(text).__name__}")
     if not text.strip():
