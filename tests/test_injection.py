@@ -60,6 +60,72 @@ def test_a_real_question_is_not_trivial(engine: MemoryEngine) -> None:
     assert "trivial" not in inj.skipped
 
 
+SPEAKER_ACKNOWLEDGEMENTS = [
+    "Caroline: thanks!",
+    "Mel: Bye! Take care.",
+    "John: lol ok",
+    "Jon: Thanks!",
+    "Gina: ;)",
+    "James: Thanks, John! Take care, bye!",
+    "Nate: No problem! Catch you later!",
+    "Dr. Smith: thanks a lot!",
+    "thanks!!",
+    "ok 👍",
+    "Thanks, bye!",
+    "Bye! Take care.",
+    "Sounds good, go ahead 🙏",
+]
+CONTENT_PROMPTS = [
+    "thanks, what was the name of that restaurant?",
+    "Caroline: I adopted a dog named Max",
+    "Caroline: thanks! where did Alice say she ate peanuts?",
+    "Mel: Bye! Take the peanuts to Alice.",
+    "Note: buy milk",
+    "Note: eggs",
+    "ok, remind me about Alice's allergy",
+    "no peanuts",
+    "take care of the dog",
+    "Ok. Peanuts.",
+]
+
+
+@pytest.mark.parametrize("text", SPEAKER_ACKNOWLEDGEMENTS)
+def test_acknowledgements_with_a_speaker_or_punctuation_skip_the_search(
+    engine: MemoryEngine, monkeypatch: pytest.MonkeyPatch, text: str
+) -> None:
+    engine.add(PEANUTS)
+
+    def no_search(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError(f"a trivial prompt must not search: {text!r}")
+
+    monkeypatch.setattr(pipeline, "search", no_search)
+    inj = engine.inject("s", text)
+    assert inj.block is None and inj.items == ()
+    assert inj.skipped == {"trivial": 1}
+    events = engine.store.injection_events("default", "s")
+    assert [e["skipped"] for e in events] == [{"trivial": 1}]
+
+
+@pytest.mark.parametrize("text", CONTENT_PROMPTS)
+def test_prompts_with_content_are_searched(
+    engine: MemoryEngine, monkeypatch: pytest.MonkeyPatch, text: str
+) -> None:
+    mid = engine.add(PEANUTS).memory.id
+    queries: list[str] = []
+    real_search = pipeline.search
+
+    def spy(engine_: MemoryEngine, query: str, **kwargs: Any) -> Any:
+        queries.append(query)
+        return real_search(engine_, query, **kwargs)
+
+    monkeypatch.setattr(pipeline, "search", spy)
+    inj = engine.inject("s", text)
+    assert "trivial" not in inj.skipped
+    assert len(queries) == 1 and queries[0].startswith(text)
+    if "peanuts" in text.lower():
+        assert mid in ids(inj)
+
+
 # --- step 2: recent exchanges enrich the query -------------------------------------------------
 
 

@@ -256,21 +256,19 @@ def test_semantic_search_with_the_model(model_engine: MemoryEngine) -> None:
     assert TEA not in contents(model_engine.search("Carol's marathon training plan"))
 
 
-def test_corpus_stop_words_leave_out_common_terms_in_large_stores(
-    make_engine: MakeEngine,
-) -> None:
-    engine = make_engine(retrieval={"fts_max_df": 0.3, "fts_df_min_rows": 10})
-    for i in range(20):
-        engine.add(f"project note number {i}: the team met about planning topic{i}")
-    rare = engine.add("the kestrel migration finished on time").memory.id
-    hits = engine.search("project kestrel", mode="fts", limit=10)
-    # "project" is in 20 of 21 memories: left out, so only the rare term ranks.
-    assert [h.memory.id for h in hits] == [rare]
-    # A single term is always searched, however common.
-    assert len(engine.search("project", mode="fts", limit=50)) == 20
-    # Below the size threshold nothing is left out.
-    small = make_engine(retrieval={"fts_max_df": 0.3, "fts_df_min_rows": 1000})
-    for i in range(5):
-        small.add(f"project memo {i} about budget line {i}", owner="small")
-    small.add("kestrel sighting near the lake", owner="small")
-    assert len(small.search("project kestrel", owner="small", mode="fts", limit=10)) == 6
+def test_fts_statistics_are_per_owner(make_engine: MakeEngine) -> None:
+    """BM25's IDF counts only the asking owner's memories: a word that floods another owner's
+    memories does not lose its weight here."""
+    engine = make_engine()
+    for i in range(30):
+        engine.add(f"kestrel survey log entry {i} for the noisy owner", owner="noisy")
+    rare = engine.add("saw a kestrel hovering over the dunes", owner="quiet").memory.id
+    keeper = engine.add("the lighthouse keeper repainted the railing", owner="quiet").memory.id
+    common = engine.add("lighthouse lighthouse tour booked for the railing repair", owner="quiet")
+    common_id = common.memory.id
+    hits = engine.search("kestrel lighthouse", owner="quiet", mode="fts", limit=10)
+    # In "quiet", kestrel (1 of 3) is rarer than lighthouse (2 of 3): the kestrel memory wins,
+    # although "kestrel" is in 31 of 33 memories of the whole file.
+    assert hits[0].memory.id == rare
+    assert {h.memory.id for h in hits} == {rare, common_id, keeper}
+    assert len(engine.search("kestrel", owner="noisy", mode="fts", limit=50)) == 30

@@ -139,23 +139,23 @@ def test_fts_index_follows_content_updates(store_backend: Backend) -> None:
     store = store_backend.open_store(EMB)
     mid = insert(store, "The cat sleeps on the red sofa")
     other = insert(store, "Dogs bark at the mailman")
-    assert [h.id for h in store.fts_search("default", None, ["sofa"], 10)] == [mid]
+    assert [h.id for h in store.fts_search("default", None, "sofa", 10)] == [mid]
     with store.transaction():
         store.replace_content(
             mid, "The cat sleeps in the garden", content_hash("x"), vec("garden"), "update"
         )
-    assert store.fts_search("default", None, ["sofa"], 10) == []
-    assert [h.id for h in store.fts_search("default", None, ["garden"], 10)] == [mid]
+    assert store.fts_search("default", None, "sofa", 10) == []
+    assert [h.id for h in store.fts_search("default", None, "garden", 10)] == [mid]
     # porter stemming, and terms are plain words, never query syntax
-    assert [h.id for h in store.fts_search("default", None, ["barking"], 10)] == [other]
+    assert [h.id for h in store.fts_search("default", None, "barking", 10)] == [other]
     for term in ['"', "NEAR(", "AND", "*", "col:", "sofa OR", "(", "ä"]:
-        store.fts_search("default", None, [term], 10)
+        assert store.fts_search("default", None, term, 10) == []
     # forgotten memories leave the full-text leg
     from memlane import Status
 
     with store.transaction():
         store.set_status(other, Status.FORGOTTEN)
-    assert store.fts_search("default", None, ["dogs"], 10) == []
+    assert store.fts_search("default", None, "dogs", 10) == []
 
 
 def test_history_versions(store_backend: Backend) -> None:
@@ -418,3 +418,65 @@ def test_index_sees_rows_of_another_open_connection(sqlite_backend: Backend) -> 
     assert _search(b, "second memory from a, later")[0][0] == mid
     near = b.nearest("default", None, vec("second memory from a, later"), 1)
     assert near[0][0].id == mid
+
+
+def _fts(store: MemoryStore, text: str) -> list[str]:
+    return [h.id for h in store.fts_search("default", None, text, 5)]
+
+
+def test_text_index_saved_reused_and_caught_up(
+    sqlite_backend: Backend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sqlite_store, "_PERSIST_MIN_VECTORS", 1)
+    first = sqlite_backend.open_store(EMB)
+    ids = [insert(first, f"the {w} kite flew over the hill") for w in ("red", "blue", "green")]
+    assert _fts(first, "blue kite")[0] == ids[1]
+    first.close()
+    saved = sqlite_backend.home / "memlane.db.vec"
+    assert [p.name.split(".", 1)[1] for p in saved.glob("*.npz")] == ["bm25.npz"]
+
+    loads: list[bool] = []
+    real = SQLiteStore._load_text_index
+
+    def spy(self: SQLiteStore, owner: str) -> Any:
+        index = real(self, owner)
+        loads.append(index is not None)
+        return index
+
+    monkeypatch.setattr(SQLiteStore, "_load_text_index", spy)
+    second = sqlite_backend.open_store(EMB)
+    from memlane import Status
+
+    with second.transaction():
+        second.replace_content(ids[0], "a yellow balloon", content_hash("y"), vec("y"), "update")
+        second.set_status(ids[2], Status.FORGOTTEN)
+    new = insert(second, "an orange kite tangled in the oak")
+    # the saved copy, caught up from the database; equal scores: the older memory first
+    assert _fts(second, "kite") == [ids[1], new]
+    assert loads == [True]
+    assert _fts(second, "yellow balloon") == [ids[0]]
+    assert _fts(second, "green") == []
+    second.close()
+
+    # A saved copy from another store at the same path is ignored, not trusted.
+    db = sqlite_backend.home / "memlane.db"
+    for suffix in ("", "-wal", "-shm"):
+        db.with_name(db.name + suffix).unlink(missing_ok=True)
+    fresh = sqlite_backend.open_store(EMB)
+    mid = insert(fresh, "a kite festival next spring")
+    assert _fts(fresh, "kite") == [mid]
+    assert loads == [True, False]
+
+
+def test_corrupt_saved_text_index_is_rebuilt(
+    sqlite_backend: Backend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sqlite_store, "_PERSIST_MIN_VECTORS", 1)
+    store = sqlite_backend.open_store(EMB)
+    mid = insert(store, "the harbour ferry leaves at noon")
+    assert _fts(store, "ferry") == [mid]
+    store.close()
+    for file in (sqlite_backend.home / "memlane.db.vec").glob("*.npz"):
+        file.write_bytes(b"not an npz file")
+    again = sqlite_backend.open_store(EMB)
+    assert _fts(again, "harbour ferry") == [mid]

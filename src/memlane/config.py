@@ -98,10 +98,6 @@ class RetrievalSettings(_Section):
     graph_weight: float = Field(default=0.5, ge=0)
     #: Top fused hits whose associations seed the graph leg.
     graph_seeds: int = Field(default=5, ge=0, le=100)
-    #: Corpus stop words of the full-text leg: in a store of at least ``fts_df_min_rows`` memories,
-    #: query terms found in more than ``fts_max_df`` of them are left out (1.0 = never).
-    fts_max_df: float = Field(default=0.05, gt=0, le=1)
-    fts_df_min_rows: int = Field(default=20_000, ge=0)
     #: Relevance floor: drop hits with cosine < max(best_cosine * floor_relative, floor_absolute).
     floor_relative: float = Field(default=0.5, ge=0, le=1)
     floor_absolute: float = Field(default=0.1, ge=-1, le=1)

@@ -3,8 +3,9 @@
 Legs (each scoped to the owner, and to the agent plus shared memories when an agent is given):
 
 - ``vector``: nearest embeddings by cosine similarity (HNSW index, exact below 5,000 vectors);
-- ``fts``: BM25 over the FTS5 index (porter stemmer). The query is reduced to its content words,
-  each quoted, joined by OR — user text is never FTS5 syntax, and stop words cannot flood the leg;
+- ``fts``: BM25 over the content words of the query (stop words removed, Porter-stemmed), any of
+  them may match; the query is tokenised, never parsed, so user text is never query syntax. The
+  SQLite store answers from an in-memory index (:mod:`memlane.store.text_index`);
 - ``graph``: neighbours of the top fused hits along associations, ranked by relation weight times
   the seed's fused score (never seeded by substring matches).
 
@@ -23,7 +24,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from memlane._ids import utcnow
-from memlane._text import words
+from memlane._text import STOP_WORDS, words
 from memlane.errors import InvalidArgument
 from memlane.types import Memory, MemoryType, SearchHit, Status
 
@@ -31,181 +32,6 @@ if TYPE_CHECKING:
     from memlane.engine import MemoryEngine
 
 MODES = ("hybrid", "vector", "fts")
-
-#: Words that carry no topic: left out of the full-text query (they match most memories and make
-#: BM25 slow and noisy). A standard English list (function words, pronouns, auxiliaries).
-STOP_WORDS = frozenset(
-    [
-        "a",
-        "about",
-        "above",
-        "after",
-        "again",
-        "against",
-        "all",
-        "am",
-        "an",
-        "and",
-        "any",
-        "are",
-        "as",
-        "at",
-        "be",
-        "because",
-        "been",
-        "before",
-        "being",
-        "below",
-        "between",
-        "both",
-        "but",
-        "by",
-        "can",
-        "could",
-        "did",
-        "do",
-        "does",
-        "doing",
-        "down",
-        "during",
-        "each",
-        "few",
-        "for",
-        "from",
-        "further",
-        "had",
-        "has",
-        "have",
-        "having",
-        "he",
-        "her",
-        "here",
-        "hers",
-        "herself",
-        "him",
-        "himself",
-        "his",
-        "how",
-        "i",
-        "if",
-        "in",
-        "into",
-        "is",
-        "it",
-        "its",
-        "itself",
-        "just",
-        "me",
-        "more",
-        "most",
-        "my",
-        "myself",
-        "no",
-        "nor",
-        "not",
-        "now",
-        "of",
-        "off",
-        "on",
-        "once",
-        "only",
-        "or",
-        "other",
-        "our",
-        "ours",
-        "ourselves",
-        "out",
-        "over",
-        "own",
-        "same",
-        "she",
-        "should",
-        "so",
-        "some",
-        "such",
-        "than",
-        "that",
-        "the",
-        "their",
-        "theirs",
-        "them",
-        "themselves",
-        "then",
-        "there",
-        "these",
-        "they",
-        "this",
-        "those",
-        "through",
-        "to",
-        "too",
-        "under",
-        "until",
-        "up",
-        "very",
-        "was",
-        "we",
-        "were",
-        "what",
-        "when",
-        "where",
-        "which",
-        "while",
-        "who",
-        "whom",
-        "why",
-        "will",
-        "with",
-        "would",
-        "you",
-        "your",
-        "yours",
-        "yourself",
-        "yourselves",
-        "also",
-        "get",
-        "got",
-        "really",
-        "yeah",
-        "yes",
-        "oh",
-        "ok",
-        "okay",
-        "hey",
-        "hi",
-        "hello",
-        "thanks",
-        "thank",
-        "lol",
-        "im",
-        "ive",
-        "dont",
-        "didnt",
-        "its",
-        "thats",
-        "gonna",
-        "wanna",
-        "s",
-        "t",
-        "d",
-        "ll",
-        "m",
-        "re",
-        "ve",
-        "let",
-        "lets",
-        "much",
-        "many",
-        "one",
-        "things",
-        "thing",
-        "something",
-        "anything",
-        "would",
-        "like",
-        "know",
-    ]
-)
 
 
 def query_terms(text: str, limit: int = 32) -> list[str]:
@@ -266,15 +92,7 @@ def search(
             ranks.setdefault(hit.id, {})["vector"] = rank
             cosine[hit.id] = hit.score
     if mode in ("hybrid", "fts"):
-        terms = query_terms(query)
-        fts_hits = store.fts_search(
-            owner,
-            agent,
-            terms,
-            n_cand,
-            max_df=cfg.fts_max_df if cfg.fts_max_df < 1.0 else None,
-            df_min_rows=cfg.fts_df_min_rows,
-        )
+        fts_hits = store.fts_search(owner, agent, query, n_cand)
         for rank, hit in enumerate(fts_hits, start=1):
             ranks.setdefault(hit.id, {})["fts"] = rank
     if not ranks:

@@ -138,20 +138,11 @@ class MemoryStore(Protocol):
         self, owner: str, agent: str | None, vector: Vector, k: int
     ) -> list[ScoredId]: ...
 
-    def fts_search(
-        self,
-        owner: str,
-        agent: str | None,
-        terms: Sequence[str],
-        k: int,
-        *,
-        max_df: float | None = None,
-        df_min_rows: int = 20_000,
-    ) -> list[ScoredId]:
-        """BM25 ranking of active memories matching any of ``terms`` (plain words; the backend
-        quotes them, so user text can never be query syntax). With ``max_df``, in a store of at
-        least ``df_min_rows`` memories, terms found in more than that fraction of them are left
-        out (the rarest term is always kept)."""
+    def fts_search(self, owner: str, agent: str | None, query: str, k: int) -> list[ScoredId]:
+        """Top ``k`` active memories of ``owner`` (and of ``agent`` plus shared ones, when given)
+        by BM25 over the content words of ``query``, best first, score = BM25 (higher is
+        better). ``query`` is plain text: it is tokenised, never parsed as query syntax, so any
+        input is safe (text with no content word returns ``[]``)."""
         ...
 
     def neighbours(self, ids: Sequence[str]) -> list[Association]:

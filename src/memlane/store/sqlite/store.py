@@ -2,20 +2,23 @@
 
 One file in WAL mode. Writers take the lock up front (``BEGIN IMMEDIATE``) and wait up to
 ``busy_timeout_ms`` for another process, so concurrent writers queue instead of failing with
-"database is locked". Embeddings live in the ``memories`` table (float32 blobs); the ANN index
-(:mod:`memlane.store.vector_index`) is a per-owner cache caught up from ``vec_seq`` and saved beside
-the database (``<db>.vec/``) on close so a cold process need not rebuild it.
+"database is locked". Embeddings live in the ``memories`` table (float32 blobs). Two per-owner
+caches of those rows serve the search legs: the ANN index (:mod:`memlane.store.vector_index`) and
+the BM25 index (:mod:`memlane.store.text_index`). Both are caught up from ``vec_seq`` before each
+read and saved beside the database (``<db>.vec/``) on close so a cold process need not rebuild
+them.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
@@ -27,6 +30,7 @@ from memlane._ids import from_iso, new_id, to_iso, utcnow
 from memlane.errors import EmbeddingMismatch, NotFound, StoreError
 from memlane.store.base import NewMemory, ScoredId, Vector
 from memlane.store.sqlite.migrations import MIGRATIONS
+from memlane.store.text_index import TOKENS_VERSION, TextIndex, tokens
 from memlane.store.vector_index import OwnerIndex
 from memlane.types import (
     Association,
@@ -47,6 +51,8 @@ _MEMORY_COLUMNS = (
 _ACCESS_FLUSH_EVERY = 256
 _ACCESS_FLUSH_SECONDS = 5.0
 _PERSIST_MIN_VECTORS = 2000
+#: Query terms beyond this many (long pasted text) are ignored by the full-text leg.
+_MAX_QUERY_TERMS = 64
 
 
 def merge_metadata(existing: Mapping[str, Any], offered: Mapping[str, Any]) -> dict[str, Any]:
@@ -94,11 +100,11 @@ class SQLiteStore:
         self._tx_next_seq = 0
         self._pending: dict[str, dict[int, tuple[str | None, Vector]]] = {}
         self._indexes: dict[str, OwnerIndex] = {}
+        self._text_indexes: dict[str, TextIndex] = {}
         self._access: dict[str, tuple[int, str]] = {}
         self._access_since = time.monotonic()
         self._store_uuid = ""
         self._closed = False
-        self._df_cache: dict[str, tuple[int, int]] = {}
         self._busy_ms = int(busy_timeout_ms)
         #: False until the schema exists (the first transaction is the migration itself).
         self._migrated = False
@@ -610,31 +616,54 @@ class SQLiteStore:
                 )
             return int(row.fetchone()[0])
 
-    # ------------------------------------------------------------------ vector index
-    def _index(self, owner: str) -> OwnerIndex:
-        """The owner's index, caught up with every committed change (and, inside a write
-        transaction, only with rows committed before it began)."""
-        index = self._indexes.get(owner)
-        if index is None:
-            index = self._load_index(owner) or OwnerIndex(self.dimension)
-            self._indexes[owner] = index
+    # ------------------------------------------------------------------ in-memory indexes
+    def _changes(
+        self, owner: str, watermark: int, columns: str
+    ) -> tuple[list[tuple[Any, ...]], int] | None:
+        """Rows of ``owner`` changed since ``watermark`` (``num, active, <columns>``, in
+        ``vec_seq`` order) and the new watermark; ``None`` when the cache is current. Inside a
+        write transaction, only rows committed before it began."""
         top = self._conn.execute(
             "SELECT max(vec_seq) FROM memories WHERE owner = ?", (owner,)
         ).fetchone()[0]
         top = int(top or 0)
-        bound = self._tx_base_seq if self._depth else top
-        if min(top, bound) > index.watermark:
-            rows = self._conn.execute(
-                "SELECT num, status = 'active', embedding FROM memories "
-                "WHERE owner = ? AND vec_seq > ? AND vec_seq <= ? ORDER BY vec_seq",
-                (owner, index.watermark, bound),
-            )
-            index.apply(((int(r[0]), bool(r[1]), r[2]) for r in rows), min(top, bound))
+        upto = min(top, self._tx_base_seq) if self._depth else top
+        if upto <= watermark:
+            return None
+        rows = self._conn.execute(
+            f"SELECT num, status = 'active', {columns} FROM memories "
+            "WHERE owner = ? AND vec_seq > ? AND vec_seq <= ? ORDER BY vec_seq",
+            (owner, watermark, upto),
+        ).fetchall()
+        return rows, upto
+
+    def _index(self, owner: str) -> OwnerIndex:
+        """The owner's vector index, caught up with every committed change."""
+        index = self._indexes.get(owner)
+        if index is None:
+            index = self._load_index(owner) or OwnerIndex(self.dimension)
+            self._indexes[owner] = index
+        changed = self._changes(owner, index.watermark, "embedding")
+        if changed is not None:
+            rows, upto = changed
+            index.apply(((int(r[0]), bool(r[1]), r[2]) for r in rows), upto)
         return index
 
-    def _index_file(self, owner: str) -> Path:
+    def _text_index(self, owner: str) -> TextIndex:
+        """The owner's BM25 index, caught up with every committed change."""
+        index = self._text_indexes.get(owner)
+        if index is None:
+            index = self._load_text_index(owner) or TextIndex()
+            self._text_indexes[owner] = index
+        changed = self._changes(owner, index.watermark, "content, agent")
+        if changed is not None:
+            rows, upto = changed
+            index.apply(((int(r[0]), bool(r[1]), r[2], r[3]) for r in rows), upto)
+        return index
+
+    def _index_file(self, owner: str, suffix: str = ".usearch") -> Path:
         digest = hashlib.sha256(owner.encode("utf-8")).hexdigest()[:24]
-        return self.path.with_name(self.path.name + ".vec") / f"{digest}.usearch"
+        return self.path.with_name(self.path.name + ".vec") / f"{digest}{suffix}"
 
     def _load_index(self, owner: str) -> OwnerIndex | None:
         file = self._index_file(owner)
@@ -655,29 +684,59 @@ class SQLiteStore:
         except (OSError, ValueError, KeyError, RuntimeError):
             return None  # a cache: rebuild from the database
 
+    def _load_text_index(self, owner: str) -> TextIndex | None:
+        file = self._index_file(owner, ".bm25.npz")
+        if not file.is_file():
+            return None
+        try:
+            with np.load(file, allow_pickle=False) as data:
+                meta = json.loads(str(data["meta"]))
+                if meta.get("store") != self._store_uuid or meta.get("tokens") != TOKENS_VERSION:
+                    return None
+                index = TextIndex.from_arrays(data)
+            index.watermark = int(meta["watermark"])
+            index.saved_at = index.watermark
+            return index
+        except (OSError, ValueError, KeyError, TypeError):
+            return None  # a cache: rebuild from the database
+
     def _save_indexes(self) -> None:
         for owner, index in self._indexes.items():
-            if len(index) < _PERSIST_MIN_VECTORS or index.saved_at == index.watermark:
-                continue
-            file = self._index_file(owner)
-            try:
-                file.parent.mkdir(parents=True, exist_ok=True)
-                tmp = file.with_name(f"{file.name}.{os.getpid()}.tmp")
-                index._index.save(str(tmp))
-                os.replace(tmp, file)
-                meta = {
-                    "store": self._store_uuid,
-                    "owner": owner,
-                    "dimension": self.dimension,
-                    "watermark": index.watermark,
-                    "count": len(index),
-                }
-                tmp_meta = file.with_name(f"{file.stem}.{os.getpid()}.json.tmp")
-                tmp_meta.write_text(json.dumps(meta))
-                os.replace(tmp_meta, file.with_suffix(".json"))
-                index.saved_at = index.watermark
-            except OSError:
-                continue  # a cache: the next process rebuilds it
+            if len(index) >= _PERSIST_MIN_VECTORS and index.saved_at != index.watermark:
+                self._save_vector_index(owner, index)
+        for owner, text in self._text_indexes.items():
+            if len(text) >= _PERSIST_MIN_VECTORS and text.saved_at != text.watermark:
+                self._save_text_index(owner, text)
+
+    def _save_vector_index(self, owner: str, index: OwnerIndex) -> None:
+        file = self._index_file(owner)
+        meta = {
+            "store": self._store_uuid,
+            "owner": owner,
+            "dimension": self.dimension,
+            "watermark": index.watermark,
+            "count": len(index),
+        }
+        if _write_atomic(file, lambda tmp: index._index.save(str(tmp))) and _write_atomic(
+            file.with_suffix(".json"), lambda tmp: tmp.write_text(json.dumps(meta))
+        ):
+            index.saved_at = index.watermark
+
+    def _save_text_index(self, owner: str, index: TextIndex) -> None:
+        meta = {
+            "store": self._store_uuid,
+            "owner": owner,
+            "watermark": index.watermark,
+            "tokens": TOKENS_VERSION,
+        }
+        arrays: dict[str, Any] = {**index.to_arrays(), "meta": np.array(json.dumps(meta))}
+
+        def write(tmp: Path) -> None:
+            with tmp.open("wb") as fh:
+                np.savez(fh, **arrays)
+
+        if _write_atomic(self._index_file(owner, ".bm25.npz"), write):
+            index.saved_at = index.watermark
 
     def vector_search(
         self, owner: str, agent: str | None, vector: Vector, k: int
@@ -703,69 +762,20 @@ class SQLiteStore:
                 out.append(ScoredId(r[1], cos))
             return out[:k]
 
-    def fts_search(
-        self,
-        owner: str,
-        agent: str | None,
-        terms: Sequence[str],
-        k: int,
-        *,
-        max_df: float | None = None,
-        df_min_rows: int = 20_000,
-    ) -> list[ScoredId]:
-        terms = [t for t in dict.fromkeys(terms) if t.strip()]
-        if not terms:
+    def fts_search(self, owner: str, agent: str | None, query: str, k: int) -> list[ScoredId]:
+        terms = tokens(query)[:_MAX_QUERY_TERMS]
+        if not terms or k <= 0:
             return []
-        if max_df is not None and len(terms) > 1:
-            terms = self._drop_common_terms(terms, max_df, df_min_rows)
-        # Every term is an FTS5 string (double quotes doubled): user text is never query syntax.
-        match = " OR ".join('"' + t.replace('"', '""') + '"' for t in terms)
-        sql = (
-            "SELECT m.id, bm25(memories_fts) AS rank FROM memories_fts "
-            "JOIN memories m ON m.num = memories_fts.rowid "
-            "WHERE memories_fts MATCH ? AND m.owner = ? AND m.status = 'active'"
-        )
-        args: list[Any] = [match, owner]
-        if agent is not None:
-            sql += " AND (m.agent = ? OR m.agent IS NULL)"
-            args.append(agent)
-        sql += " ORDER BY rank LIMIT ?"
-        args.append(int(k))
         with self._lock:
-            try:
-                rows = self._conn.execute(sql, args).fetchall()
-            except sqlite3.OperationalError as exc:  # pragma: no cover - quoting prevents this
-                raise StoreError(f"full-text search failed for {terms!r}: {exc}") from exc
-        return [ScoredId(r[0], -float(r[1])) for r in rows]
-
-    def _drop_common_terms(self, terms: list[str], max_df: float, min_rows: int) -> list[str]:
-        """Corpus stop words: in a store of at least ``min_rows`` memories, leave out query terms
-        found in more than ``max_df`` of them (keeping the rarest term). FTS5 scores BM25 for every
-        row that holds any query term (~2 us a row here), so one term in 17% of 100k memories costs
-        ~36 ms, while its IDF is too low to change the top of the ranking much (measured in
-        docs/benchmarks.md). Document frequencies are cached and recounted when the table has
-        grown by 10%."""
-        with self._lock:
-            size = int(
-                self._conn.execute("SELECT coalesce(max(num), 0) FROM memories").fetchone()[0]
-            )
-            if size < min_rows:
-                return terms
-            counts: dict[str, int] = {}
-            for term in terms:
-                hit = self._df_cache.get(term)
-                if hit is None or size > hit[1] * 1.1:
-                    n = self._conn.execute(
-                        "SELECT count(*) FROM memories_fts WHERE memories_fts MATCH ?",
-                        ('"' + term.replace('"', '""') + '"',),
-                    ).fetchone()[0]
-                    hit = (int(n), size)
-                    if len(self._df_cache) > 50_000:
-                        self._df_cache.clear()
-                    self._df_cache[term] = hit
-                counts[term] = hit[0]
-        kept = [t for t in terms if counts[t] <= max_df * size]
-        return kept or [min(terms, key=counts.__getitem__)]
+            hits = self._text_index(owner).search(terms, k, agent)
+            if not hits:
+                return []
+            rows = self._conn.execute(
+                f"SELECT num, id FROM memories WHERE num IN ({','.join('?' * len(hits))})",
+                [key for key, _ in hits],
+            ).fetchall()
+        ids = {int(r[0]): str(r[1]) for r in rows}
+        return [ScoredId(ids[key], score) for key, score in hits if key in ids]
 
     def embeddings(self, owner: str, ids: Sequence[str]) -> dict[str, Vector]:
         if not ids:
@@ -1000,6 +1010,21 @@ def _enable_wal(conn: sqlite3.Connection, busy_timeout_ms: int) -> str:
                 raise
             time.sleep(delay)
             delay = min(delay * 2, 0.2)
+
+
+def _write_atomic(file: Path, write: Callable[[Path], object]) -> bool:
+    """Write ``file`` through a temporary file and a rename; ``False`` if that failed (the
+    in-memory indexes are caches: the next process rebuilds what could not be saved)."""
+    tmp = file.with_name(f"{file.name}.{os.getpid()}.tmp")
+    try:
+        file.parent.mkdir(parents=True, exist_ok=True)
+        write(tmp)
+        os.replace(tmp, file)
+        return True
+    except OSError:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        return False
 
 
 def _split_sql(script: str) -> list[str]:

@@ -1,0 +1,271 @@
+"""In-memory BM25 index per owner, caught up from the store (the source of truth).
+
+Why our own index and not FTS5's ``bm25()``: FTS5 computes the rank of *every* row that holds any
+query term before it can sort, about 2 us a row on this machine, and it has no way to restrict that
+work to one owner. At 100,000 memories a six-word question touches tens of thousands of rows and
+the full-text leg alone took 20-60 ms (docs/benchmarks.md). Here each term's postings are a pair
+of numpy arrays, so scoring is a handful of vectorised operations over the postings of the query
+terms: well under a millisecond at 100,000 memories. The FTS5 table stays in the database file
+(SQL-side full-text queries, e.g. ``sqlite3 memlane.db "... MATCH 'garden'"``); this index is a
+cache of the same rows, like the vector index, and is rebuilt or caught up from ``vec_seq``.
+
+Scoring: Okapi BM25 (Robertson & Zaragoza, "The Probabilistic Relevance Framework: BM25 and
+Beyond", 2009) with ``k1 = 1.2`` and ``b = 0.75`` (FTS5's and Lucene's defaults) and Lucene's
+non-negative IDF ``ln(1 + (N - df + 0.5) / (df + 0.5))``. ``N``, ``df`` and the average length are
+this owner's active memories only, so one owner's data never shifts another's ranking.
+
+Tokens: lower-cased letter/digit runs of NFKC text, split at apostrophes (as FTS5's unicode61
+tokenizer does), stop words removed, Porter-stemmed (the stemmer of FTS5's ``porter`` tokenizer,
+through PyStemmer's C implementation).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import numpy as np
+import Stemmer
+from numpy.typing import NDArray
+
+from memlane._text import STOP_WORDS, words
+
+#: Version of :func:`tokens`; a saved index built with another version is rebuilt.
+TOKENS_VERSION = "porter-stop-v1"
+
+#: BM25 term-frequency saturation and length normalisation (FTS5 and Lucene defaults).
+K1 = 1.2
+B = 0.75
+
+_STEMMER = Stemmer.Stemmer("porter")
+
+
+def tokens(text: str) -> list[str]:
+    """Index terms of ``text``: words split at apostrophes, stop words and 1-letter tokens
+    removed, Porter-stemmed. Used for both memories and queries, so they always agree."""
+    out: list[str] = []
+    for word in words(text):
+        for part in word.replace("’", "'").split("'"):
+            if len(part) >= 2 and part not in STOP_WORDS:
+                out.append(part)
+    return list(_STEMMER.stemWords(out)) if out else []
+
+
+class TextIndex:
+    """BM25 inverted index of one owner's active memories, keyed by the row number.
+
+    Each memory gets a *slot* (0, 1, 2, ...); postings are per term ``(slots int32, tf float32)``
+    numpy arrays, grown by doubling. A removed or changed memory's slot is marked dead (its
+    postings stay until :meth:`_compact` drops them, once a quarter of the slots are dead).
+    Not thread-safe on its own: the store calls it under its lock.
+    """
+
+    def __init__(self) -> None:
+        self.watermark = 0
+        #: Watermark of the copy saved on disk (-1: none); the store skips saving an unchanged one.
+        self.saved_at = -1
+        self._slot_of: dict[int, int] = {}
+        self._keys = np.zeros(64, dtype=np.int64)
+        self._lengths = np.zeros(64, dtype=np.float32)
+        self._agents = np.zeros(64, dtype=np.int32)  # 0 = shared (no agent)
+        self._alive = np.zeros(64, dtype=bool)
+        self._used = 0  # slots handed out (alive or dead)
+        self._total_length = 0.0  # sum of lengths of alive slots
+        self._agent_code: dict[str, int] = {}
+        # term -> [slots, tfs, used]
+        self._postings: dict[str, list[Any]] = {}
+
+    def __len__(self) -> int:
+        return len(self._slot_of)
+
+    # ------------------------------------------------------------------ writes
+    def apply(self, rows: Iterable[tuple[int, bool, str, str | None]], watermark: int) -> None:
+        """Apply changed rows ``(key, active, content, agent)``; then set the watermark."""
+        for key, active, content, agent in rows:
+            self._remove(key)
+            if active:
+                self._add(key, content, agent)
+        self.watermark = max(self.watermark, watermark)
+        dead = self._used - len(self._slot_of)
+        if dead > 1000 and dead > self._used // 4:
+            self._compact()
+
+    def _remove(self, key: int) -> None:
+        slot = self._slot_of.pop(key, None)
+        if slot is not None:
+            self._alive[slot] = False
+            self._total_length -= float(self._lengths[slot])
+
+    def _add(self, key: int, content: str, agent: str | None) -> None:
+        slot = self._used
+        if slot == len(self._keys):
+            size = 2 * slot
+            self._keys = _resized(self._keys, size)
+            self._lengths = _resized(self._lengths, size)
+            self._agents = _resized(self._agents, size)
+            self._alive = _resized(self._alive, size)
+        self._used += 1
+        terms = tokens(content)
+        self._slot_of[key] = slot
+        self._keys[slot] = key
+        self._lengths[slot] = len(terms)
+        self._agents[slot] = self._code(agent)
+        self._alive[slot] = True
+        self._total_length += len(terms)
+        for term, tf in Counter(terms).items():
+            entry = self._postings.get(term)
+            if entry is None:
+                entry = self._postings[term] = [
+                    np.empty(4, dtype=np.int32),
+                    np.empty(4, dtype=np.float32),
+                    0,
+                ]
+            n = entry[2]
+            if n == len(entry[0]):
+                entry[0] = _resized(entry[0], 2 * n)
+                entry[1] = _resized(entry[1], 2 * n)
+            entry[0][n] = slot
+            entry[1][n] = tf
+            entry[2] = n + 1
+
+    def _code(self, agent: str | None) -> int:
+        if agent is None:
+            return 0
+        code = self._agent_code.get(agent)
+        if code is None:
+            code = self._agent_code[agent] = len(self._agent_code) + 1
+        return code
+
+    def _compact(self) -> None:
+        """Drop dead slots: renumber the alive ones in order and filter every posting list."""
+        alive = self._alive[: self._used]
+        new_slot = np.cumsum(alive, dtype=np.int64) - 1
+        n = int(alive.sum())
+        keep = np.flatnonzero(alive)
+        self._keys = _resized(self._keys[keep], max(64, 2 * n))
+        self._lengths = _resized(self._lengths[keep], max(64, 2 * n))
+        self._agents = _resized(self._agents[keep], max(64, 2 * n))
+        self._alive = np.zeros(max(64, 2 * n), dtype=bool)
+        self._alive[:n] = True
+        self._used = n
+        self._slot_of = {int(k): i for i, k in enumerate(self._keys[:n].tolist())}
+        postings: dict[str, list[Any]] = {}
+        for term, (slots, tfs, used) in self._postings.items():
+            s = slots[:used]
+            m = alive[s]
+            if m.any():
+                postings[term] = [
+                    new_slot[s[m]].astype(np.int32),
+                    tfs[:used][m].copy(),
+                    int(m.sum()),
+                ]
+        self._postings = postings
+
+    # ------------------------------------------------------------------ reads
+    def search(
+        self, terms: Sequence[str], k: int, agent: str | None = None
+    ) -> list[tuple[int, float]]:
+        """Top ``k`` keys by BM25 over query ``terms`` (already :func:`tokens`), best first.
+
+        With ``agent``, only that agent's and shared (agent-less) memories are returned; the
+        statistics (N, df, average length) stay the owner's, so a hit's score does not depend on
+        which agent asked.
+        """
+        n_docs = len(self._slot_of)
+        if n_docs == 0 or k <= 0:
+            return []
+        used = self._used
+        alive = self._alive[:used]
+        allowed = alive
+        if agent is not None:
+            code = self._agent_code.get(agent, -1)
+            agents = self._agents[:used]
+            allowed = alive & ((agents == 0) | (agents == code))
+        avg_len = max(self._total_length / n_docs, 1e-9)
+        scores: NDArray[np.float32] | None = None
+        for term in dict.fromkeys(terms):
+            entry = self._postings.get(term)
+            if entry is None:
+                continue
+            slots = entry[0][: entry[2]]
+            tfs = entry[1][: entry[2]]
+            live = alive[slots]
+            df = int(live.sum())
+            if df == 0:
+                continue
+            idf = math.log(1.0 + (n_docs - df + 0.5) / (df + 0.5))
+            if scores is None:
+                scores = np.zeros(used, dtype=np.float32)
+            # slots are unique within one term's postings, so fancy-index += is exact
+            norm = K1 * (1.0 - B + B * self._lengths[slots] / avg_len)
+            scores[slots] += (idf * (K1 + 1.0)) * tfs / (tfs + norm) * live
+        if scores is None:
+            return []
+        scores[~allowed] = 0.0
+        hit = np.flatnonzero(scores > 0.0)
+        if len(hit) > k:
+            hit = hit[np.argpartition(-scores[hit], k - 1)[:k]]
+        # best first; equal scores by the older memory (smaller key) for a stable order
+        order = sorted(hit.tolist(), key=lambda s: (-float(scores[s]), int(self._keys[s])))
+        return [(int(self._keys[s]), float(scores[s])) for s in order]
+
+    # ------------------------------------------------------------------ persistence
+    def to_arrays(self) -> dict[str, NDArray[Any]]:
+        """The index as flat arrays (for ``numpy.savez``); alive slots only."""
+        if self._used != len(self._slot_of):
+            self._compact()
+        n = self._used
+        terms = sorted(self._postings)
+        counts = np.array([self._postings[t][2] for t in terms], dtype=np.int64)
+        empty_i = np.zeros(0, dtype=np.int32)
+        empty_f = np.zeros(0, dtype=np.float32)
+        agents = sorted(self._agent_code, key=self._agent_code.__getitem__)
+        return {
+            "keys": self._keys[:n].copy(),
+            "lengths": self._lengths[:n].copy(),
+            "agents": self._agents[:n].copy(),
+            "agent_names": np.array(agents, dtype=np.str_),
+            "terms": np.array(terms, dtype=np.str_),
+            "offsets": np.concatenate([[0], np.cumsum(counts)]).astype(np.int64),
+            "slots": np.concatenate([self._postings[t][0][: self._postings[t][2]] for t in terms])
+            if terms
+            else empty_i,
+            "tfs": np.concatenate([self._postings[t][1][: self._postings[t][2]] for t in terms])
+            if terms
+            else empty_f,
+        }
+
+    @classmethod
+    def from_arrays(cls, data: Any) -> TextIndex:
+        """Rebuild from :meth:`to_arrays` output (raises ``KeyError``/``ValueError`` if corrupt)."""
+        index = cls()
+        keys = np.asarray(data["keys"], dtype=np.int64)
+        n = len(keys)
+        size = max(64, 2 * n)
+        index._keys = _resized(keys, size)
+        index._lengths = _resized(np.asarray(data["lengths"], dtype=np.float32), size)
+        index._agents = _resized(np.asarray(data["agents"], dtype=np.int32), size)
+        index._alive = np.zeros(size, dtype=bool)
+        index._alive[:n] = True
+        index._used = n
+        index._total_length = float(index._lengths[:n].sum())
+        index._slot_of = {int(k): i for i, k in enumerate(keys.tolist())}
+        index._agent_code = {str(a): i + 1 for i, a in enumerate(data["agent_names"].tolist())}
+        offsets = np.asarray(data["offsets"], dtype=np.int64).tolist()
+        slots = np.asarray(data["slots"], dtype=np.int32)
+        tfs = np.asarray(data["tfs"], dtype=np.float32)
+        if len(offsets) != len(data["terms"]) + 1 or offsets[-1] != len(slots):
+            raise ValueError("postings do not match the term list")
+        for i, term in enumerate(data["terms"].tolist()):
+            lo, hi = offsets[i], offsets[i + 1]
+            index._postings[str(term)] = [slots[lo:hi].copy(), tfs[lo:hi].copy(), hi - lo]
+        return index
+
+
+def _resized(array: NDArray[Any], size: int) -> NDArray[Any]:
+    out = np.zeros(size, dtype=array.dtype)
+    n = min(len(array), size)
+    out[:n] = array[:n]
+    return out
