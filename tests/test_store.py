@@ -480,3 +480,26 @@ def test_corrupt_saved_text_index_is_rebuilt(
         file.write_bytes(b"not an npz file")
     again = sqlite_backend.open_store(EMB)
     assert _fts(again, "harbour ferry") == [mid]
+
+
+def test_agent_scope_is_not_crowded_out_by_other_agents_near_copies(
+    store_backend: Backend,
+) -> None:
+    """The vector index holds every agent's memories of an owner; dozens of closer near-copies
+    belonging to another agent must not hide the one memory in the asking agent's scope."""
+    store = store_backend.open_store(EMB)
+    with store.transaction():
+        for i in range(60):
+            text = f"deploy key rotates every friday note {i}"
+            store.insert(draft(text, agent="ops"), vec(text))
+    theirs = insert(store, "our deploy key rotation is on the first monday", agent="dev")
+    shared = insert(store, "key rotation policy lives in the wiki")
+    query = vec("deploy key rotates every friday")
+    assert [h.id for h in store.vector_search("default", "dev", query, 2)] in (
+        [theirs, shared],
+        [shared, theirs],
+    )
+    near = store.nearest("default", "dev", query, 1)
+    assert [m.id for m, _ in near] == [theirs]
+    # the agent-less scope sees only shared memories
+    assert [m.id for m, _ in store.nearest("default", None, query, 1)] == [shared]

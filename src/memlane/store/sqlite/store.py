@@ -366,36 +366,46 @@ class SQLiteStore:
     ) -> list[tuple[Memory, float]]:
         with self._lock:
             index = self._index(owner)
-            scores: dict[int, float] = {}
-            for key, cos in index.search(
-                vector, k * 4 if agent is not None or self._has_agent_scopes(owner) else k
-            ):
-                scores[key] = cos
             pending = [
                 (key, p_vec)
                 for key, (p_agent, p_vec) in self._pending.get(owner, {}).items()
                 if p_agent == agent
             ]
+            pending_scores: dict[int, float] = {}
             if pending:  # rows written in this transaction: not in the index yet
                 sims = np.stack([v for _, v in pending]) @ np.asarray(vector, dtype=np.float32)
                 for (key, _), sim in zip(pending, sims.tolist(), strict=True):
-                    scores[key] = float(sim)
-            if not scores:
-                return []
-            # Best first (ties by row number); fetch rows only until k qualify, instead of every
-            # pending row of a large batch.
-            ranked = sorted(scores, key=lambda num: (-scores[num], num))
-            out: list[tuple[Memory, float]] = []
-            for start in range(0, len(ranked), k):
-                chunk = ranked[start : start + k]
-                rows = self._get_many("num", chunk)
-                for num in chunk:
-                    mem = rows[num][1] if num in rows else None
-                    if mem is not None and mem.status is Status.ACTIVE and mem.agent == agent:
-                        out.append((mem, scores[num]))
-                if len(out) >= k:
-                    break
-            return out[:k]
+                    pending_scores[key] = float(sim)
+            # The index holds every agent's memories of the owner: when other scopes exist, ask
+            # for more and, if other agents' near-copies still crowd out this scope, ask again.
+            over = k * 4 if agent is not None or self._has_agent_scopes(owner) else k
+            while True:
+                found = index.search(vector, over)
+                scores = dict(found)
+                scores.update(pending_scores)
+                out = self._scoped(scores, k, lambda mem: mem.agent == agent)
+                if len(out) >= k or len(found) < over:
+                    return out
+                over *= 4
+
+    def _scoped(
+        self, scores: dict[int, float], k: int, accept: Callable[[Memory], bool]
+    ) -> list[tuple[Memory, float]]:
+        """The best ``k`` active memories among ``scores`` (row number -> cosine) that
+        ``accept`` keeps, best first (ties by row number). Rows are read in chunks, best first,
+        only until ``k`` qualify."""
+        ranked = sorted(scores, key=lambda num: (-scores[num], num))
+        out: list[tuple[Memory, float]] = []
+        for start in range(0, len(ranked), k):
+            chunk = ranked[start : start + k]
+            rows = self._get_many("num", chunk)
+            for num in chunk:
+                mem = rows[num][1] if num in rows else None
+                if mem is not None and mem.status is Status.ACTIVE and accept(mem):
+                    out.append((mem, scores[num]))
+            if len(out) >= k:
+                break
+        return out[:k]
 
     def _has_agent_scopes(self, owner: str) -> bool:
         """True when some of the owner's memories belong to an agent (lookups must over-fetch)."""
@@ -744,23 +754,23 @@ class SQLiteStore:
         with self._lock:
             index = self._index(owner)
             over = k * 3 if agent is not None else k
-            hits = index.search(vector, over)
-            if not hits:
-                return []
-            rows = self._conn.execute(
-                f"SELECT num, id, agent, status FROM memories WHERE num IN ({','.join('?' * len(hits))})",
-                [key for key, _ in hits],
-            ).fetchall()
-            by_num = {int(r[0]): r for r in rows}
-            out: list[ScoredId] = []
-            for key, cos in hits:
-                r = by_num.get(key)
-                if r is None or r[3] != "active":
-                    continue
-                if agent is not None and r[2] not in (None, agent):
-                    continue
-                out.append(ScoredId(r[1], cos))
-            return out[:k]
+            while True:
+                found = index.search(vector, over)
+                rows = self._conn.execute(
+                    "SELECT num, id, agent FROM memories WHERE status = 'active' AND num IN "
+                    f"({','.join('?' * len(found))})",
+                    [key for key, _ in found],
+                ).fetchall()
+                by_num = {int(r[0]): r for r in rows}
+                out: list[ScoredId] = []
+                for key, cos in found:
+                    r = by_num.get(key)
+                    if r is not None and (agent is None or r[2] in (None, agent)):
+                        out.append(ScoredId(r[1], cos))
+                # other agents' memories crowded this scope out of the first `over`: ask again
+                if len(out) >= k or len(found) < over:
+                    return out[:k]
+                over *= 4
 
     def fts_search(self, owner: str, agent: str | None, query: str, k: int) -> list[ScoredId]:
         terms = tokens(query)[:_MAX_QUERY_TERMS]
