@@ -418,6 +418,13 @@ def test_index_sees_rows_of_another_open_connection(sqlite_backend: Backend) -> 
     assert _search(b, "second memory from a, later")[0][0] == mid
     near = b.nearest("default", None, vec("second memory from a, later"), 1)
     assert near[0][0].id == mid
+    # the full-text index of b catches up the same way, forgotten rows included
+    assert _fts(b, "later") == [mid]
+    from memlane import Status
+
+    with a.transaction():
+        a.set_status(mid, Status.FORGOTTEN)
+    assert _fts(b, "later") == []
 
 
 def _fts(store: MemoryStore, text: str) -> list[str]:

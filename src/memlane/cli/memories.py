@@ -604,8 +604,8 @@ def search(
 ) -> None:
     """Hybrid search (vector + full-text + graph, fused by reciprocal rank).
 
-    The query is plain text: FTS5 operators and quotes in it are searched as words, never
-    parsed as query syntax.
+    The query is plain text: operators and quotes in it (AND, NEAR(, "...", *) are searched as
+    words, never parsed as query syntax.
 
     Example:  memlane search "where does Alice work" --owner alice --type fact --type event
     """
