@@ -8,7 +8,7 @@ from collections.abc import Callable
 import pytest
 
 from conftest import Backend
-from memlane import InvalidArgument, MemoryEngine, Relation
+from memlane import InvalidArgument, MemoryEngine, MemoryInput, Relation
 
 MakeEngine = Callable[..., MemoryEngine]
 
@@ -272,3 +272,21 @@ def test_fts_statistics_are_per_owner(make_engine: MakeEngine) -> None:
     assert hits[0].memory.id == rare
     assert {h.memory.id for h in hits} == {rare, common_id, keeper}
     assert len(engine.search("kestrel", owner="noisy", mode="fts", limit=50)) == 30
+
+
+def test_a_type_filter_finds_its_memories_behind_many_of_other_types(
+    make_engine: MakeEngine,
+) -> None:
+    """``types`` filters inside the legs, not after them: a preference ranked behind fifty
+    closer facts is still the answer to a search for preferences."""
+    engine = make_engine()
+    engine.add_many(
+        [
+            MemoryInput(f"the orion rocket test number {i} fired on the orion pad", type="fact")
+            for i in range(50)
+        ]
+    )
+    liked = engine.add("Sam likes the orion rocket posters", type="preference").memory.id
+    for mode in ("hybrid", "vector", "fts"):
+        hits = engine.search("orion rocket test fired", types=["preference"], mode=mode)
+        assert [h.memory.id for h in hits] == [liked], mode

@@ -21,10 +21,16 @@ DOCS = {
 }
 
 
-def build(docs: dict[int, str], agents: dict[int, str] | None = None) -> TextIndex:
+def build(
+    docs: dict[int, str],
+    agents: dict[int, str] | None = None,
+    types: dict[int, str] | None = None,
+) -> TextIndex:
     index = TextIndex()
     agents = agents or {}
-    index.apply(((k, True, text, agents.get(k)) for k, text in docs.items()), watermark=len(docs))
+    types = types or {}
+    rows = ((k, True, text, agents.get(k), types.get(k, "fact")) for k, text in docs.items())
+    index.apply(rows, watermark=len(docs))
     return index
 
 
@@ -79,7 +85,7 @@ def test_rarer_terms_and_shorter_memories_rank_higher() -> None:
     ranked = [k for k, _ in index.search(tokens("kestrel"), 10)]
     assert ranked[0] == 1 and ranked[-1] == 2  # same tf: the short one first
     # "kestrel" (3 of 5) is rarer than "gull"... no: gull is 3 of 5 too; add gulls to check IDF
-    index.apply([(6, True, "gull", None), (7, True, "gull", None)], watermark=7)
+    index.apply([(6, True, "gull", None, "fact"), (7, True, "gull", None, "fact")], watermark=7)
     both = dict(index.search(tokens("kestrel gull"), 10))
     assert both[1] > both[3]  # kestrel (3/7) outweighs gull (5/7)
 
@@ -92,17 +98,30 @@ def test_agent_scope_keeps_shared_and_own_memories_only() -> None:
     assert {k for k, _ in index.search(tokens("Caroline"), 10)} == {1, 3, 4}
 
 
+def test_type_filter_keeps_the_owner_statistics() -> None:
+    index = build(DOCS, types={3: "event", 4: "event"})
+    everything = dict(index.search(tokens("Caroline"), 10))
+    events = dict(index.search(tokens("Caroline"), 10, types=["event"]))
+    assert set(events) == {3, 4}
+    assert events == {k: everything[k] for k in (3, 4)}  # same scores as unfiltered
+    assert index.search(tokens("Caroline"), 10, types=["preference"]) == []
+    assert set(dict(index.search(tokens("Caroline"), 10, types=["event", "fact"]))) == {1, 3, 4}
+
+
 def test_changed_and_removed_rows_and_compaction() -> None:
     index = build(DOCS)
-    index.apply([(1, True, "Caroline adopted a cat", None), (3, False, "", None)], watermark=9)
+    index.apply(
+        [(1, True, "Caroline adopted a cat", None, "fact"), (3, False, "", None, "fact")],
+        watermark=9,
+    )
     assert index.watermark == 9
     assert {k for k, _ in index.search(tokens("dog"), 10)} == {4}
     assert {k for k, _ in index.search(tokens("cat"), 10)} == {1}
     assert 3 not in {k for k, _ in index.search(tokens("LGBTQ Caroline"), 10)}
     # many removals trigger compaction; the survivors still score exactly as a fresh index
     many = {k: f"note {k} about topic{k % 7} and caroline" for k in range(10, 4010)}
-    index.apply(((k, True, t, None) for k, t in many.items()), watermark=10)
-    index.apply(((k, False, "", None) for k in range(10, 3900)), watermark=11)
+    index.apply(((k, True, t, None, "fact") for k, t in many.items()), watermark=10)
+    index.apply(((k, False, "", None, "fact") for k in range(10, 3900)), watermark=11)
     assert index._used < 1000  # dead slots dropped
     live = {k: DOCS[k] for k in (2, 4, 5)} | {1: "Caroline adopted a cat"}
     live |= {k: many[k] for k in range(3900, 4010)}
@@ -112,12 +131,15 @@ def test_changed_and_removed_rows_and_compaction() -> None:
 
 
 def test_arrays_round_trip_gives_the_same_results(tmp_path: object) -> None:
-    index = build(DOCS, agents={2: "writer"})
-    index.apply([(4, False, "", None)], watermark=6)  # a dead slot is not saved
+    index = build(DOCS, agents={2: "writer"}, types={5: "event"})
+    index.apply([(4, False, "", None, "fact")], watermark=6)  # a dead slot is not saved
     copy = TextIndex.from_arrays(index.to_arrays())
     for query in ("Caroline dog", "Melanie kids camping", "group"):
         for agent in (None, "writer", "coder"):
-            assert copy.search(tokens(query), 10, agent) == index.search(tokens(query), 10, agent)
+            for types in (None, ["event"]):
+                assert copy.search(tokens(query), 10, agent, types) == index.search(
+                    tokens(query), 10, agent, types
+                )
     assert len(copy) == 4
     broken = index.to_arrays()
     broken["offsets"] = np.asarray([0, 1], dtype=np.int64)

@@ -81,18 +81,20 @@ def search(
             ) from None
     cfg = engine.settings.retrieval
     store = engine.store
-    # A type filter drops hits after fusion: take more candidates so `limit` can still be met.
-    n_cand = max(cfg.candidates, limit) * (3 if type_set else 1)
+    # The legs filter by type themselves; graph neighbours are filtered when read.
+    n_cand = max(cfg.candidates, limit)
     qvec = engine.embed_query(query)
 
     ranks: dict[str, dict[str, int]] = {}
     cosine: dict[str, float] = {}
     if mode in ("hybrid", "vector"):
-        for rank, hit in enumerate(store.vector_search(owner, agent, qvec, n_cand), start=1):
+        for rank, hit in enumerate(
+            store.vector_search(owner, agent, qvec, n_cand, type_set), start=1
+        ):
             ranks.setdefault(hit.id, {})["vector"] = rank
             cosine[hit.id] = hit.score
     if mode in ("hybrid", "fts"):
-        fts_hits = store.fts_search(owner, agent, query, n_cand)
+        fts_hits = store.fts_search(owner, agent, query, n_cand, type_set)
         for rank, hit in enumerate(fts_hits, start=1):
             ranks.setdefault(hit.id, {})["fts"] = rank
     if not ranks:

@@ -10,7 +10,7 @@ Writes happen inside :meth:`MemoryStore.transaction` (one transaction, rolled ba
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -135,14 +135,31 @@ class MemoryStore(Protocol):
 
     # --- retrieval ------------------------------------------------------------------------
     def vector_search(
-        self, owner: str, agent: str | None, vector: Vector, k: int
-    ) -> list[ScoredId]: ...
+        self,
+        owner: str,
+        agent: str | None,
+        vector: Vector,
+        k: int,
+        types: Collection[MemoryType] | None = None,
+    ) -> list[ScoredId]:
+        """Top ``k`` active memories of ``owner`` (and of ``agent`` plus shared ones, when given;
+        of ``types`` only, when given) by cosine similarity to ``vector``, best first. The scope
+        and type filters apply inside the search: other agents' or types' memories never take
+        the places of in-scope ones."""
+        ...
 
-    def fts_search(self, owner: str, agent: str | None, query: str, k: int) -> list[ScoredId]:
-        """Top ``k`` active memories of ``owner`` (and of ``agent`` plus shared ones, when given)
-        by BM25 over the content words of ``query``, best first, score = BM25 (higher is
-        better). ``query`` is plain text: it is tokenised, never parsed as query syntax, so any
-        input is safe (text with no content word returns ``[]``)."""
+    def fts_search(
+        self,
+        owner: str,
+        agent: str | None,
+        query: str,
+        k: int,
+        types: Collection[MemoryType] | None = None,
+    ) -> list[ScoredId]:
+        """Top ``k`` active memories of ``owner`` (and of ``agent`` plus shared ones, when given;
+        of ``types`` only, when given) by BM25 over the content words of ``query``, best first,
+        score = BM25 (higher is better). ``query`` is plain text: it is tokenised, never parsed
+        as query syntax, so any input is safe (text with no content word returns ``[]``)."""
         ...
 
     def neighbours(self, ids: Sequence[str]) -> list[Association]:

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -32,8 +32,8 @@ from numpy.typing import NDArray
 
 from memlane._text import STOP_WORDS, words
 
-#: Version of :func:`tokens`; a saved index built with another version is rebuilt.
-TOKENS_VERSION = "porter-stop-v1"
+#: Version of :func:`tokens` and of the saved arrays; a saved index of another version is rebuilt.
+TOKENS_VERSION = "porter-stop-v1/types"
 
 #: BM25 term-frequency saturation and length normalisation (FTS5 and Lucene defaults).
 K1 = 1.2
@@ -70,10 +70,12 @@ class TextIndex:
         self._keys = np.zeros(64, dtype=np.int64)
         self._lengths = np.zeros(64, dtype=np.float32)
         self._agents = np.zeros(64, dtype=np.int32)  # 0 = shared (no agent)
+        self._types = np.zeros(64, dtype=np.int32)  # memory type, coded
         self._alive = np.zeros(64, dtype=bool)
         self._used = 0  # slots handed out (alive or dead)
         self._total_length = 0.0  # sum of lengths of alive slots
         self._agent_code: dict[str, int] = {}
+        self._type_code: dict[str, int] = {}
         # term -> [slots, tfs, used]
         self._postings: dict[str, list[Any]] = {}
 
@@ -81,12 +83,12 @@ class TextIndex:
         return len(self._slot_of)
 
     # ------------------------------------------------------------------ writes
-    def apply(self, rows: Iterable[tuple[int, bool, str, str | None]], watermark: int) -> None:
-        """Apply changed rows ``(key, active, content, agent)``; then set the watermark."""
-        for key, active, content, agent in rows:
+    def apply(self, rows: Iterable[tuple[int, bool, str, str | None, str]], watermark: int) -> None:
+        """Apply changed rows ``(key, active, content, agent, type)``; then set the watermark."""
+        for key, active, content, agent, mtype in rows:
             self._remove(key)
             if active:
-                self._add(key, content, agent)
+                self._add(key, content, agent, mtype)
         self.watermark = max(self.watermark, watermark)
         dead = self._used - len(self._slot_of)
         if dead > 1000 and dead > self._used // 4:
@@ -98,20 +100,22 @@ class TextIndex:
             self._alive[slot] = False
             self._total_length -= float(self._lengths[slot])
 
-    def _add(self, key: int, content: str, agent: str | None) -> None:
+    def _add(self, key: int, content: str, agent: str | None, mtype: str) -> None:
         slot = self._used
         if slot == len(self._keys):
             size = 2 * slot
             self._keys = _resized(self._keys, size)
             self._lengths = _resized(self._lengths, size)
             self._agents = _resized(self._agents, size)
+            self._types = _resized(self._types, size)
             self._alive = _resized(self._alive, size)
         self._used += 1
         terms = tokens(content)
         self._slot_of[key] = slot
         self._keys[slot] = key
         self._lengths[slot] = len(terms)
-        self._agents[slot] = self._code(agent)
+        self._agents[slot] = 0 if agent is None else _code(self._agent_code, agent)
+        self._types[slot] = _code(self._type_code, mtype)
         self._alive[slot] = True
         self._total_length += len(terms)
         for term, tf in Counter(terms).items():
@@ -130,14 +134,6 @@ class TextIndex:
             entry[1][n] = tf
             entry[2] = n + 1
 
-    def _code(self, agent: str | None) -> int:
-        if agent is None:
-            return 0
-        code = self._agent_code.get(agent)
-        if code is None:
-            code = self._agent_code[agent] = len(self._agent_code) + 1
-        return code
-
     def _compact(self) -> None:
         """Drop dead slots: renumber the alive ones in order and filter every posting list."""
         alive = self._alive[: self._used]
@@ -147,6 +143,7 @@ class TextIndex:
         self._keys = _resized(self._keys[keep], max(64, 2 * n))
         self._lengths = _resized(self._lengths[keep], max(64, 2 * n))
         self._agents = _resized(self._agents[keep], max(64, 2 * n))
+        self._types = _resized(self._types[keep], max(64, 2 * n))
         self._alive = np.zeros(max(64, 2 * n), dtype=bool)
         self._alive[:n] = True
         self._used = n
@@ -165,13 +162,17 @@ class TextIndex:
 
     # ------------------------------------------------------------------ reads
     def search(
-        self, terms: Sequence[str], k: int, agent: str | None = None
+        self,
+        terms: Sequence[str],
+        k: int,
+        agent: str | None = None,
+        types: Collection[str] | None = None,
     ) -> list[tuple[int, float]]:
         """Top ``k`` keys by BM25 over query ``terms`` (already :func:`tokens`), best first.
 
-        With ``agent``, only that agent's and shared (agent-less) memories are returned; the
-        statistics (N, df, average length) stay the owner's, so a hit's score does not depend on
-        which agent asked.
+        With ``agent``, only that agent's and shared (agent-less) memories are returned; with
+        ``types`` (type names), only memories of those types. The statistics (N, df, average
+        length) stay the owner's, so a hit's score does not depend on who asked or for what.
         """
         n_docs = len(self._slot_of)
         if n_docs == 0 or k <= 0:
@@ -183,6 +184,9 @@ class TextIndex:
             code = self._agent_code.get(agent, -1)
             agents = self._agents[:used]
             allowed = alive & ((agents == 0) | (agents == code))
+        if types:
+            codes = [self._type_code[t] for t in types if t in self._type_code]
+            allowed = allowed & np.isin(self._types[:used], codes)
         avg_len = max(self._total_length / n_docs, 1e-9)
         scores: NDArray[np.float32] | None = None
         for term in dict.fromkeys(terms):
@@ -226,6 +230,10 @@ class TextIndex:
             "keys": self._keys[:n].copy(),
             "lengths": self._lengths[:n].copy(),
             "agents": self._agents[:n].copy(),
+            "types": self._types[:n].copy(),
+            "type_names": np.array(
+                sorted(self._type_code, key=self._type_code.__getitem__), dtype=np.str_
+            ),
             "agent_names": np.array(agents, dtype=np.str_),
             "terms": np.array(terms, dtype=np.str_),
             "offsets": np.concatenate([[0], np.cumsum(counts)]).astype(np.int64),
@@ -247,6 +255,8 @@ class TextIndex:
         index._keys = _resized(keys, size)
         index._lengths = _resized(np.asarray(data["lengths"], dtype=np.float32), size)
         index._agents = _resized(np.asarray(data["agents"], dtype=np.int32), size)
+        index._types = _resized(np.asarray(data["types"], dtype=np.int32), size)
+        index._type_code = {str(t): i + 1 for i, t in enumerate(data["type_names"].tolist())}
         index._alive = np.zeros(size, dtype=bool)
         index._alive[:n] = True
         index._used = n
@@ -262,6 +272,14 @@ class TextIndex:
             lo, hi = offsets[i], offsets[i + 1]
             index._postings[str(term)] = [slots[lo:hi].copy(), tfs[lo:hi].copy(), hi - lo]
         return index
+
+
+def _code(codes: dict[str, int], name: str) -> int:
+    """The small integer standing for ``name`` (1, 2, ...; assigned on first sight)."""
+    code = codes.get(name)
+    if code is None:
+        code = codes[name] = len(codes) + 1
+    return code
 
 
 def _resized(array: NDArray[Any], size: int) -> NDArray[Any]:

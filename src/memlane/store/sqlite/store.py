@@ -18,7 +18,7 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
@@ -665,10 +665,10 @@ class SQLiteStore:
         if index is None:
             index = self._load_text_index(owner) or TextIndex()
             self._text_indexes[owner] = index
-        changed = self._changes(owner, index.watermark, "content, agent")
+        changed = self._changes(owner, index.watermark, "content, agent, type")
         if changed is not None:
             rows, upto = changed
-            index.apply(((int(r[0]), bool(r[1]), r[2], r[3]) for r in rows), upto)
+            index.apply(((int(r[0]), bool(r[1]), r[2], r[3], r[4]) for r in rows), upto)
         return index
 
     def _index_file(self, owner: str, suffix: str = ".usearch") -> Path:
@@ -749,15 +749,21 @@ class SQLiteStore:
             index.saved_at = index.watermark
 
     def vector_search(
-        self, owner: str, agent: str | None, vector: Vector, k: int
+        self,
+        owner: str,
+        agent: str | None,
+        vector: Vector,
+        k: int,
+        types: Collection[MemoryType] | None = None,
     ) -> list[ScoredId]:
+        wanted = None if not types else {MemoryType(t).value for t in types}
         with self._lock:
             index = self._index(owner)
-            over = k * 3 if agent is not None else k
+            over = k * 3 if agent is not None or wanted else k
             while True:
                 found = index.search(vector, over)
                 rows = self._conn.execute(
-                    "SELECT num, id, agent FROM memories WHERE status = 'active' AND num IN "
+                    "SELECT num, id, agent, type FROM memories WHERE status = 'active' AND num IN "
                     f"({','.join('?' * len(found))})",
                     [key for key, _ in found],
                 ).fetchall()
@@ -765,19 +771,29 @@ class SQLiteStore:
                 out: list[ScoredId] = []
                 for key, cos in found:
                     r = by_num.get(key)
-                    if r is not None and (agent is None or r[2] in (None, agent)):
+                    if r is None or (agent is not None and r[2] not in (None, agent)):
+                        continue
+                    if wanted is None or r[3] in wanted:
                         out.append(ScoredId(r[1], cos))
-                # other agents' memories crowded this scope out of the first `over`: ask again
+                # other agents' or types' memories crowded the first `over` out: ask again
                 if len(out) >= k or len(found) < over:
                     return out[:k]
                 over *= 4
 
-    def fts_search(self, owner: str, agent: str | None, query: str, k: int) -> list[ScoredId]:
+    def fts_search(
+        self,
+        owner: str,
+        agent: str | None,
+        query: str,
+        k: int,
+        types: Collection[MemoryType] | None = None,
+    ) -> list[ScoredId]:
         terms = tokens(query)[:_MAX_QUERY_TERMS]
         if not terms or k <= 0:
             return []
+        wanted = None if not types else [MemoryType(t).value for t in types]
         with self._lock:
-            hits = self._text_index(owner).search(terms, k, agent)
+            hits = self._text_index(owner).search(terms, k, agent, wanted)
             if not hits:
                 return []
             rows = self._conn.execute(
