@@ -120,16 +120,34 @@ def test_a_bad_export_falls_back_to_torch(
     )
     assert encoder is None
     assert not _onnx.sidecar_file(copy).exists()
-    # a corrupt file: onnxruntime cannot load it
+    # a corrupt file that onnxruntime cannot run is exported again (once), then checked
     bad_cache = tmp_path / "bad"
     bad_file = _onnx.onnx_file(model_dir, bad_cache)
     bad_cache.mkdir()
     bad_file.write_bytes(b"not a model")
-    bad = LocalEmbedder(onnx_cache_dir=bad_cache)
-    vec = bad.embed_batch(["hello there"])
-    assert bad.backend == "torch"
+    fixed = LocalEmbedder(onnx_cache_dir=bad_cache)
+    vec = fixed.embed_batch(["hello there"])
+    assert fixed.backend == "onnxruntime"
+    np.testing.assert_allclose(
+        vec, torch_embedder.embed_batch(["hello there"]), atol=_onnx.TOLERANCE
+    )
+    assert bad_file.stat().st_size > 1_000_000 and _onnx.is_verified(bad_file)
+
+
+@pytest.mark.model
+def test_an_export_that_fails_means_torch(
+    torch_embedder: LocalEmbedder, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken(model: Any, target: Path) -> None:
+        target.write_bytes(b"half a file")
+        raise RuntimeError("exporter crashed")
+
+    monkeypatch.setattr(_onnx, "_export", broken)
+    embedder = LocalEmbedder(onnx_cache_dir=tmp_path)
+    vec = embedder.embed_batch(["hello there"])
+    assert embedder.backend == "torch"
     np.testing.assert_allclose(vec, torch_embedder.embed_batch(["hello there"]), atol=1e-6)
-    assert not _onnx.sidecar_file(bad_file).exists()  # a failed check records nothing
+    assert not list(tmp_path.glob("*.verified.json"))  # a failed check records nothing
 
 
 @pytest.mark.model
@@ -154,13 +172,14 @@ def test_a_record_that_does_not_match_means_a_new_check_or_torch(
     assert file.stat().st_size == record["size"]
     assert not _onnx.is_verified(file)
     assert _onnx.load_verified(model_dir, cache_dir=tmp_path) is None
-    # ... and even a record forged to match the corrupt file never gives wrong vectors
+    # ... and even a record forged to match the corrupt file never gives wrong vectors: the
+    # file fails to run, is exported again and checked
     _onnx._write_sidecar(file, 1e-7)
     assert _onnx.is_verified(file)
     forged = LocalEmbedder(onnx_cache_dir=tmp_path)
     np.testing.assert_allclose(forged.embed_batch(TEXTS[:3]), want, atol=_onnx.TOLERANCE)
-    assert forged.backend == "torch"
-    assert not sidecar.exists()
+    assert forged.backend == "onnxruntime" and forged._model is not None  # checked via torch
+    assert _onnx.is_verified(file) and file.stat().st_size > 1_000_000  # exported anew
 
 
 @pytest.mark.model

@@ -339,6 +339,28 @@ def load_encoder(
     if not _onnxruntime_importable():
         return None
     file = onnx_file(model_dir, cache_dir)
+    existed = file.is_file()
+    encoder, failed = _export_and_check(model, model_dir, reference, file, threads)
+    if failed and existed:
+        # A file left by an earlier process that onnxruntime cannot run (truncated, corrupt):
+        # export once more rather than paying the torch load in every process from now on.
+        log.info("re-exporting the unusable ONNX file %s", file)
+        with contextlib.suppress(OSError):
+            file.unlink()
+        encoder, _ = _export_and_check(model, model_dir, reference, file, threads)
+    return encoder
+
+
+def _export_and_check(
+    model: Any,
+    model_dir: Path,
+    reference: Callable[[str], NDArray[np.float32]],
+    file: Path,
+    threads: int | None,
+) -> tuple[OnnxEncoder | None, bool]:
+    """Export ``file`` if missing, then check it (see :func:`load_encoder`): the encoder or
+    ``None``, and whether the file failed to export or run (as opposed to a measured mismatch,
+    which a new export would repeat)."""
     try:
         if not file.is_file():
             log.info("exporting the embedding model to ONNX (once): %s", file)
@@ -355,19 +377,19 @@ def load_encoder(
     except Exception as exc:  # optional fast path: any failure means torch
         log.warning("ONNX fast path unavailable (%s); using torch", exc)
         _forget(file)
-        return None
+        return None, True
     if not diff <= TOLERANCE:
         log.warning(
             "ONNX model %s differs from torch by %.2e (> %.0e); using torch", file, diff, TOLERANCE
         )
         _forget(file)
-        return None
+        return None, False
     try:
         _write_sidecar(file, diff)
     except OSError as exc:  # the encoder is fine; the next process just checks again
         log.warning("could not record the ONNX check next to %s (%s)", file, exc)
     log.debug("ONNX fast path ready (%s, max diff %.1e, recorded)", file, diff)
-    return encoder
+    return encoder, False
 
 
 def _forget(file: Path) -> None:
