@@ -160,3 +160,63 @@ def test_threads_share_one_engine(engine: MemoryEngine) -> None:
         t.join()
     assert errors == []
     assert engine.count() == 80
+
+
+RACER = textwrap.dedent(
+    """
+    import json, sys, time
+    from pathlib import Path
+    from memlane import MemoryEngine
+
+    name, session, n, go = sys.argv[1], sys.argv[2], int(sys.argv[3]), Path(sys.argv[4])
+    with MemoryEngine.open() as engine:
+        engine.search("warm up", owner="alice")
+        (go.parent / f"ready-{name}").touch()
+        while not go.exists():  # start together
+            time.sleep(0.001)
+        turns = []
+        for i in range(n):
+            inj = engine.inject(session, "what is planned for the garden project?", owner="alice")
+            turns.append([inj.turn, [item.memory.id for item in inj.items]])
+    print(json.dumps(turns))
+    """
+)
+
+
+def test_two_processes_injecting_into_one_session_never_repeat(store_backend: Backend) -> None:
+    """Two processes inject turns of the same session at the same moment: the window rule holds
+    across them (a memory is never injected twice within context_window_depth turns)."""
+    engine = store_backend.engine()
+    for i in range(30):
+        engine.add(
+            f"garden project plan {i}: plant row {i} with crop number {i * 7}", owner="alice"
+        )
+    depth = engine.settings.injection.context_window_depth
+    go = store_backend.home / "go-inject"
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", RACER, name, "shared", "6", str(go)],
+            env=store_backend.child_env(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for name in ("a", "b")
+    ]
+    deadline = time.time() + 60
+    while not all((store_backend.home / f"ready-{n}").exists() for n in ("a", "b")):
+        assert time.time() < deadline, "injectors did not start"
+        time.sleep(0.01)
+    go.touch()
+    turns: list[tuple[int, list[str]]] = []
+    for proc in procs:
+        out, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0, err
+        turns += [(t, ids) for t, ids in json.loads(out)]
+    assert sorted(t for t, _ in turns) == list(range(1, 13))  # every turn numbered once
+    seen: dict[str, int] = {}
+    for turn, ids in sorted(turns):
+        for mid in ids:
+            assert mid not in seen or turn - seen[mid] >= depth, (mid, seen.get(mid), turn)
+            seen[mid] = turn
+    assert seen  # something was injected

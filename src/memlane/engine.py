@@ -4,6 +4,7 @@ injection. Synchronous and cheap to call; the model loads on first use."""
 from __future__ import annotations
 
 import builtins
+import dataclasses
 import json
 import logging
 import math
@@ -482,9 +483,13 @@ class MemoryEngine:
         return state
 
     def session(self, session: str, *, owner: str = "default") -> SessionState:
-        """The persisted injection tracking of ``session``."""
+        """The persisted injection tracking of ``session``; ``injected`` holds the memories
+        within the window (``context_window_depth`` turns) of its current turn."""
         check_session(session)
-        return self.store.session(owner, session)
+        state = self.store.session(owner, session)
+        depth = self.settings.injection.context_window_depth
+        injected = {mid: t for mid, t in state.injected.items() if state.turn - t < depth}
+        return dataclasses.replace(state, injected=injected)
 
 
 def _provenance(draft: NewMemory) -> dict[str, Any]:

@@ -311,7 +311,8 @@ def inject(
         skipped["trivial"] += 1
         return _finish(engine, owner, session, turn, [], [], skipped, started, text, True)
 
-    window = {mid for mid, t in state.injected.items() if turn - t < cfg.context_window_depth}
+    # How many more search hits to take so that `search_limit` remain after step 4 (an estimate
+    # from the state at the start of the turn; step 4 itself uses the state at selection time).
     same_session = store.session_memory_ids(owner, session, state.last_reset_at)
 
     pinned_pool: list[tuple[Memory, float]] = []
@@ -331,6 +332,34 @@ def inject(
     )
     contextual_pool = [(h.memory, h.score) for h in hits]
 
+    # Steps 4-6 and the record run in one write transaction on a fresh read of the session: two
+    # processes injecting turns of one session at the same moment are serialised here, so the
+    # second sees what the first injected (the search above, the slow part, stays outside).
+    with store.transaction():
+        state = store.session(owner, session)
+        window = {mid for mid, t in state.injected.items() if turn - t < cfg.context_window_depth}
+        same_session = store.session_memory_ids(owner, session, state.last_reset_at)
+        pinned, contextual = _select(
+            engine, owner, cfg, pinned_pool, contextual_pool, window, same_session, skipped
+        )
+        return _finish(
+            engine, owner, session, turn, pinned, contextual, skipped, started, query, True
+        )
+
+
+def _select(
+    engine: MemoryEngine,
+    owner: str,
+    cfg: InjectionSettings,
+    pinned_pool: list[tuple[Memory, float]],
+    contextual_pool: list[tuple[Memory, float]],
+    window: set[str],
+    same_session: set[str],
+    skipped: Counter[str],
+) -> tuple[list[tuple[Memory, float]], list[tuple[Memory, float]]]:
+    """Steps 4-6: what of the pools is injected (pinned, contextual), counting what is left out
+    in ``skipped``."""
+    store = engine.store
     # Step 5: dedup. Vectors of the window and the candidates, for the semantic buffer.
     candidate_ids = [m.id for m, _ in pinned_pool + contextual_pool]
     vectors = store.embeddings(owner, list(dict.fromkeys([*window, *candidate_ids])))
@@ -379,18 +408,7 @@ def inject(
                 buffer.append(vec)
             used_chars += cost
             total += 1
-    return _finish(
-        engine,
-        owner,
-        session,
-        turn,
-        chosen["pinned"],
-        chosen["contextual"],
-        skipped,
-        started,
-        query,
-        True,
-    )
+    return chosen["pinned"], chosen["contextual"]
 
 
 def _finish(

@@ -186,7 +186,9 @@ class MemoryStore(Protocol):
     def session(self, owner: str, session: str) -> SessionState: ...
 
     def begin_turn(self, owner: str, session: str, depth: int) -> SessionState:
-        """Increment the session's turn, prune tracking older than ``depth`` turns, return it."""
+        """Increment the session's turn and return the state. Tracking is pruned only once it is
+        ``2 * depth`` turns old: a turn of another process that began earlier but selects later
+        (its turn number is lower) still needs the entries of its own window."""
         ...
 
     def record_injection(

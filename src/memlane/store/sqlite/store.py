@@ -933,10 +933,10 @@ class SQLiteStore:
                     "SELECT turn FROM sessions WHERE owner = ? AND session = ?", (owner, session)
                 ).fetchone()[0]
             )
-            # Bounded: forget injections that left the window (turn <= current - depth).
+            # Bounded: forget injections long out of every in-flight turn's window.
             self._conn.execute(
                 "DELETE FROM session_injections WHERE owner = ? AND session = ? AND turn <= ?",
-                (owner, session, turn - depth),
+                (owner, session, turn - 2 * depth),
             )
         return self.session(owner, session)
 
