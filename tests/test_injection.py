@@ -150,6 +150,14 @@ def test_only_a_follow_up_is_enriched(engine: MemoryEngine) -> None:
     assert pipeline.build_query(sentence, recent, always).splitlines()[1] == recent[1][:10]
 
 
+def test_injected_blocks_in_recent_do_not_enter_the_query(engine: MemoryEngine) -> None:
+    engine.add(TEA)
+    first = engine.inject("s1", "what does the team drink in the afternoon?")
+    assert first.block is not None
+    query = pipeline.build_query("why that?", [first.block, "ok"], engine.settings.injection)
+    assert query.splitlines() == ["why that?", "ok"]
+
+
 def test_recent_must_be_a_list_of_strings(engine: MemoryEngine) -> None:
     with pytest.raises(InvalidArgument, match="recent"):
         engine.inject("s", QUESTION, recent="previous message")  # type: ignore[arg-type]

@@ -241,12 +241,14 @@ def build_query(text: str, recent: Sequence[str] | None, cfg: InjectionSettings)
     clipped to ``cfg.recent_chars``) when the text itself has fewer than
     ``cfg.enrich_below_words`` content words — a follow-up such as "why that?" carries no signal
     of its own, while a full sentence does, and every added character costs query-embedding time
-    (measured on the LoCoMo replay: p50 37 ms with the two previous turns, 13 ms without)."""
+    (measured on the LoCoMo replay: p50 37 ms with the two previous turns, 13 ms without).
+    Injected blocks among ``recent`` are left out (they would search for what was injected)."""
     parts = [text.strip()]
     if len(query_terms(text)) >= cfg.enrich_below_words or cfg.recent_chars <= 0:
         return parts[0]
     for previous in reversed(list(recent or [])):
-        if isinstance(previous, str) and previous.strip():
+        # an injected block passed back in with the history is memory, not conversation
+        if previous.strip() and not previous.lstrip().startswith(INJECTION_BLOCK_PREFIX):
             parts.append(previous.strip()[: cfg.recent_chars])
     return "\n".join(parts)
 
