@@ -162,26 +162,21 @@ def model_engine(store_backend: Backend, local_embedder: LocalEmbedder) -> Memor
 # test doubles
 
 
-class ScriptedEmbedder:
+class ScriptedEmbedder(HashEmbedder):
     """Vectors chosen by the test: ``place(text, like=other, cos=0.96)`` puts ``text`` at exactly
     that cosine to ``other``; texts not placed get :class:`HashEmbedder` vectors."""
 
     def __init__(self, dimension: int = 64) -> None:
-        self._dimension = dimension
-        self._fallback = HashEmbedder(dimension)
+        super().__init__(dimension)
         self._table: dict[str, NDArray[np.float32]] = {}
         self._next_axis = 0
 
     @property
     def name(self) -> str:
-        return f"scripted-{self._dimension}"
-
-    @property
-    def dimension(self) -> int:
-        return self._dimension
+        return f"scripted-{self.dimension}"
 
     def _axis(self) -> NDArray[np.float32]:
-        vec = np.zeros(self._dimension, dtype=np.float32)
+        vec = np.zeros(self.dimension, dtype=np.float32)
         vec[self._next_axis] = 1.0
         self._next_axis += 1
         return vec
@@ -196,10 +191,8 @@ class ScriptedEmbedder:
         )
 
     def embed_batch(self, texts: Sequence[str]) -> NDArray[np.float32]:
-        rows = [
-            self._table[t] if t in self._table else self._fallback.embed_batch([t])[0]
-            for t in texts
-        ]
+        hashed = super().embed_batch
+        rows = [self._table[t] if t in self._table else hashed([t])[0] for t in texts]
         return np.vstack(rows).astype(np.float32)
 
 
