@@ -135,6 +135,56 @@ def test_nearest_sees_the_open_transaction_and_its_scope(store_backend: Backend)
     assert near[0][1] == pytest.approx(1.0, abs=1e-5)
 
 
+def test_search_inside_a_transaction_never_keeps_its_uncommitted_rows(
+    store_backend: Backend,
+) -> None:
+    """A leg searched inside a write transaction catches its index up with committed rows only:
+    a rolled-back row never turns up later, and a committed one always does."""
+    store = store_backend.open_store(EMB)
+    before = insert(store, "the ferry to the island leaves at noon")
+    lost_text, kept_text = "a lighthouse keeper feeds gulls", "a kite festival on the dunes"
+    with pytest.raises(RuntimeError), store.transaction():
+        lost = store.insert(draft(lost_text), vec(lost_text)).id
+        assert [h.id for h in store.vector_search("default", None, vec(lost_text), 5)] == [before]
+        assert _fts(store, "ferry lighthouse") == [before]
+        raise RuntimeError("roll back")
+    assert lost not in {h.id for h in store.vector_search("default", None, vec(lost_text), 5)}
+    assert _fts(store, "lighthouse") == []
+    with store.transaction():
+        kept = store.insert(draft(kept_text), vec(kept_text)).id
+        store.vector_search("default", None, vec(kept_text), 5)
+        assert _fts(store, "kite") == []  # not committed yet
+    hit = store.vector_search("default", None, vec(kept_text), 1)[0]
+    assert hit.id == kept and hit.score == pytest.approx(1.0, abs=1e-4)
+    assert _fts(store, "kite") == [kept]
+
+
+def test_embeddings_and_cosines_are_the_stored_vectors(store_backend: Backend) -> None:
+    from memlane import Status
+
+    store = store_backend.open_store(EMB)
+    tea, old = insert(store, "Alice likes tea"), insert(store, "Bob drove to work")
+    with store.transaction():
+        store.set_status(old, Status.FORGOTTEN)
+    store.vector_search("default", None, vec("tea"), 5)  # the vector index holds tea
+    with store.transaction():
+        pending = store.insert(draft("Carol reads poems"), vec("Carol reads poems")).id
+        got = store.embeddings("default", [tea, old, pending, "missing"])
+        assert set(got) == {tea, old, pending}  # forgotten and uncommitted ones included
+        for mid, text in ((tea, "Alice likes tea"), (old, "Bob drove to work")):
+            np.testing.assert_allclose(got[mid], vec(text), atol=1e-6)
+        np.testing.assert_allclose(got[pending], vec("Carol reads poems"), atol=1e-6)
+    green = "Alice likes green tea"
+    with store.transaction():
+        store.replace_content(tea, green, content_hash(green), vec(green), "update")
+    np.testing.assert_allclose(store.embeddings("default", [tea])[tea], vec(green), atol=1e-6)
+    cos = store.cosines("default", [tea, pending, "missing"], vec(green))
+    assert set(cos) == {tea, pending}
+    assert cos[tea] == pytest.approx(1.0, abs=1e-5)
+    assert cos[pending] == pytest.approx(float(vec("Carol reads poems") @ vec(green)), abs=1e-5)
+    assert store.embeddings("default", []) == {} and store.cosines("default", [], vec(green)) == {}
+
+
 def test_fts_index_follows_content_updates(store_backend: Backend) -> None:
     store = store_backend.open_store(EMB)
     mid = insert(store, "The cat sleeps on the red sofa")
@@ -186,7 +236,13 @@ def test_associations_both_directions(store_backend: Backend) -> None:
         (a, b, Relation.RELATED_TO, 0.9),
         (c, a, Relation.UPDATES, 0.3),
     }
-    assert len(store.neighbours([b])) == 1
+
+    def pairs(ids: list[str]) -> list[tuple[str, str]]:
+        return sorted((x.source_id, x.target_id) for x in store.neighbours(ids))
+
+    assert pairs([b]) == [(a, b)]
+    assert pairs([c]) == [(c, a)]
+    assert pairs([a, c]) == sorted([(a, b), (c, a)])  # touching both ids: listed once
     assert store.neighbours([]) == []
 
 
@@ -205,6 +261,24 @@ def test_sessions_and_access_persist_across_reopen(store_backend: Backend) -> No
     assert m is not None and m.access_count == 1 and m.last_accessed_at is not None
     (event,) = again.injection_events("default", "s1")
     assert event["memory_ids"] == [mid] and event["turn"] == 1
+
+
+def test_begin_turn_keeps_tracking_for_twice_the_window(store_backend: Backend) -> None:
+    store = store_backend.open_store(EMB)
+    a, b = insert(store, "first memory"), insert(store, "second memory")
+    assert store.session("default", "s").turn == 0
+    for turn, shown in ((1, [a]), (2, [b]), (3, [a])):  # a shown again: its latest turn counts
+        assert store.begin_turn("default", "s", depth=2).turn == turn
+        store.record_injection("default", "s", turn, shown, {})
+    assert dict(store.begin_turn("default", "s", depth=2).injected) == {a: 3, b: 2}  # turn 4
+    assert dict(store.begin_turn("default", "s", depth=2).injected) == {a: 3, b: 2}  # turn 5
+    state = store.begin_turn("default", "s", depth=2)  # turn 6: turns <= 6 - 4 pruned
+    assert (state.turn, dict(state.injected)) == (6, {a: 3})
+    assert store.session("other", "s").turn == 0  # sessions are per owner
+    reset = store.reset_session("default", "s", "compact")
+    assert (reset.turn, reset.injected, reset.last_reset_reason) == (6, {}, "compact")
+    assert reset.last_reset_at is not None
+    assert [e["turn"] for e in store.injection_events("default", "s")] == [3, 2, 1]
 
 
 def test_reopen_with_another_model_is_refused(store_backend: Backend) -> None:
@@ -242,6 +316,8 @@ def test_closed_store_refuses_writes(store_backend: Backend) -> None:
     store.close()  # idempotent
     with pytest.raises(StoreError, match="closed"), store.transaction():
         pass
+    with pytest.raises(StoreError, match="closed"):
+        store.get("any")
 
 
 # --- metadata merge (provenance) ---------------------------------------------------------------

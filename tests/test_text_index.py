@@ -84,7 +84,7 @@ def test_rarer_terms_and_shorter_memories_rank_higher() -> None:
     index = build(docs)
     ranked = [k for k, _ in index.search(tokens("kestrel"), 10)]
     assert ranked[0] == 1 and ranked[-1] == 2  # same tf: the short one first
-    # "kestrel" (3 of 5) is rarer than "gull"... no: gull is 3 of 5 too; add gulls to check IDF
+    # kestrel and gull are both in 3 of 5; two more gulls make kestrel the rarer term
     index.apply([(6, True, "gull", None, "fact"), (7, True, "gull", None, "fact")], watermark=7)
     both = dict(index.search(tokens("kestrel gull"), 10))
     assert both[1] > both[3]  # kestrel (3/7) outweighs gull (5/7)
@@ -130,7 +130,7 @@ def test_changed_and_removed_rows_and_compaction() -> None:
     )
 
 
-def test_arrays_round_trip_gives_the_same_results(tmp_path: object) -> None:
+def test_arrays_round_trip_gives_the_same_results() -> None:
     index = build(DOCS, agents={2: "writer"}, types={5: "event"})
     index.apply([(4, False, "", None, "fact")], watermark=6)  # a dead slot is not saved
     copy = TextIndex.from_arrays(index.to_arrays())

@@ -14,7 +14,7 @@ from collections.abc import Collection, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, NamedTuple, Protocol
+from typing import Any, NamedTuple, Protocol, TypeVar
 
 import numpy as np
 from numpy.typing import NDArray
@@ -31,6 +31,7 @@ from memlane.types import (
 )
 
 Vector = NDArray[np.float32]
+T = TypeVar("T")
 
 
 class ScoredId(NamedTuple):
@@ -211,6 +212,7 @@ class MemoryStore(Protocol):
     ) -> list[dict[str, Any]]: ...
 
 
-def iter_chunks(seq: Sequence[str], size: int) -> Iterator[Sequence[str]]:
+def iter_chunks(seq: Sequence[T], size: int) -> Iterator[Sequence[T]]:
+    """``seq`` in slices of at most ``size`` (bounded ``IN (...)`` lists)."""
     for i in range(0, len(seq), size):
         yield seq[i : i + size]

@@ -77,14 +77,3 @@ class OwnerIndex:
         keys = np.asarray(matches.keys).tolist()
         dists = np.asarray(matches.distances).tolist()
         return [(int(key), 1.0 - float(d)) for key, d in zip(keys, dists, strict=True)]
-
-    def vectors(self, keys: list[int]) -> Vector | None:
-        """Stored vectors for ``keys`` (rows of zeros for keys not present)."""
-        if not keys:
-            return None
-        out = np.zeros((len(keys), self.dimension), dtype=np.float32)
-        present = [i for i, key in enumerate(keys) if key in self._index]
-        if present:
-            got = self._index.get(np.asarray([keys[i] for i in present], dtype=np.uint64))
-            out[present] = np.asarray(got, dtype=np.float32).reshape(len(present), -1)
-        return out

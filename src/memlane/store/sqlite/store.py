@@ -28,7 +28,7 @@ import numpy as np
 
 from memlane._ids import from_iso, new_id, to_iso, utcnow
 from memlane.errors import EmbeddingMismatch, NotFound, StoreError
-from memlane.store.base import NewMemory, ScoredId, Vector
+from memlane.store.base import NewMemory, ScoredId, Vector, iter_chunks
 from memlane.store.sqlite.migrations import MIGRATIONS
 from memlane.store.text_index import TOKENS_VERSION, TextIndex, tokens
 from memlane.store.vector_index import OwnerIndex
@@ -51,6 +51,10 @@ _MEMORY_COLUMNS = (
 _ACCESS_FLUSH_EVERY = 256
 _ACCESS_FLUSH_SECONDS = 5.0
 _PERSIST_MIN_VECTORS = 2000
+#: Ids (or row numbers) per ``IN (...)`` list.
+_CHUNK = 500
+#: Upper ``vec_seq`` bound of a catch-up outside a write transaction (SQLite's largest integer).
+_NO_BOUND = 2**63 - 1
 #: Query terms beyond this many (long pasted text) are ignored by the full-text leg.
 _MAX_QUERY_TERMS = 64
 
@@ -96,7 +100,8 @@ class SQLiteStore:
         self.dimension = dimension
         self._lock = threading.RLock()
         self._depth = 0
-        self._tx_base_seq = 0
+        #: Highest ``vec_seq`` committed before the open write transaction (``None``: not read yet).
+        self._tx_base_seq: int | None = None
         self._tx_next_seq = 0
         self._pending: dict[str, dict[int, tuple[str | None, Vector]]] = {}
         self._indexes: dict[str, OwnerIndex] = {}
@@ -106,8 +111,6 @@ class SQLiteStore:
         self._store_uuid = ""
         self._closed = False
         self._busy_ms = int(busy_timeout_ms)
-        #: False until the schema exists (the first transaction is the migration itself).
-        self._migrated = False
 
     # ------------------------------------------------------------------ open / close
     @classmethod
@@ -166,7 +169,6 @@ class SQLiteStore:
                     "INSERT INTO migrations (name, applied_at) VALUES (?, ?)",
                     (name, to_iso(utcnow())),
                 )
-        self._migrated = True
 
     def _check_model(self) -> None:
         with self.transaction():
@@ -222,21 +224,15 @@ class SQLiteStore:
             self._begin_immediate()
             self._depth = 1
             try:
-                row = (
-                    self._conn.execute("SELECT max(vec_seq) FROM memories").fetchone()
-                    if self._migrated
-                    else None
-                )
-                self._tx_base_seq = int(row[0] or 0) if row else 0
-                self._tx_next_seq = self._tx_base_seq
                 yield
-                self._flush_access(force=True, in_tx=True)
+                self._flush_access(force=True)
                 self._conn.execute("COMMIT")
             except BaseException:
                 self._conn.execute("ROLLBACK")
                 raise
             finally:
                 self._depth = 0
+                self._tx_base_seq = None
                 self._pending.clear()
 
     def _begin_immediate(self) -> None:
@@ -258,7 +254,17 @@ class SQLiteStore:
         if not self._depth:
             raise StoreError("internal: write outside a transaction")
 
+    def _tx_base(self) -> int:
+        """The highest ``vec_seq`` committed before the open write transaction. Read on first use
+        (most transactions never need it): while the transaction holds the write lock no other
+        process commits, and this one changes ``vec_seq`` only through :meth:`_next_seq`."""
+        if self._tx_base_seq is None:
+            row = self._conn.execute("SELECT max(vec_seq) FROM memories").fetchone()
+            self._tx_base_seq = self._tx_next_seq = int(row[0] or 0)
+        return self._tx_base_seq
+
     def _next_seq(self) -> int:
+        self._tx_base()
         self._tx_next_seq += 1
         return self._tx_next_seq
 
@@ -334,8 +340,7 @@ class SQLiteStore:
 
     def _get_many(self, column: str, keys: Sequence[Any]) -> dict[Any, tuple[int, Memory]]:
         out: dict[Any, tuple[int, Memory]] = {}
-        for start in range(0, len(keys), 500):
-            chunk = list(keys[start : start + 500])
+        for chunk in iter_chunks(keys, _CHUNK):
             marks = ",".join("?" * len(chunk))
             for row in self._conn.execute(
                 f"SELECT {_MEMORY_COLUMNS} FROM memories WHERE {column} IN ({marks})", chunk
@@ -358,8 +363,7 @@ class SQLiteStore:
                 "ORDER BY created_at LIMIT 1",
                 (owner, agent, content_hash),
             ).fetchone()
-            found = None if row is None else (int(row[0]), self._row_to_memory(row))
-            return None if found is None else found[1]
+            return None if row is None else self._row_to_memory(row)
 
     def nearest(
         self, owner: str, agent: str | None, vector: Vector, k: int
@@ -383,17 +387,17 @@ class SQLiteStore:
                 found = index.search(vector, over)
                 scores = dict(found)
                 scores.update(pending_scores)
-                out = self._scoped(scores, k, lambda mem: mem.agent == agent)
+                out = self._scoped(scores, k, agent)
                 if len(out) >= k or len(found) < over:
                     return out
                 over *= 4
 
     def _scoped(
-        self, scores: dict[int, float], k: int, accept: Callable[[Memory], bool]
+        self, scores: dict[int, float], k: int, agent: str | None
     ) -> list[tuple[Memory, float]]:
-        """The best ``k`` active memories among ``scores`` (row number -> cosine) that
-        ``accept`` keeps, best first (ties by row number). Rows are read in chunks, best first,
-        only until ``k`` qualify."""
+        """The best ``k`` active memories of exactly ``agent`` among ``scores`` (row number ->
+        cosine), best first (ties by row number). Rows are read in chunks, best first, only
+        until ``k`` qualify."""
         ranked = sorted(scores, key=lambda num: (-scores[num], num))
         out: list[tuple[Memory, float]] = []
         for start in range(0, len(ranked), k):
@@ -401,7 +405,7 @@ class SQLiteStore:
             rows = self._get_many("num", chunk)
             for num in chunk:
                 mem = rows[num][1] if num in rows else None
-                if mem is not None and mem.status is Status.ACTIVE and accept(mem):
+                if mem is not None and mem.status is Status.ACTIVE and mem.agent == agent:
                     out.append((mem, scores[num]))
             if len(out) >= k:
                 break
@@ -627,48 +631,43 @@ class SQLiteStore:
             return int(row.fetchone()[0])
 
     # ------------------------------------------------------------------ in-memory indexes
-    def _changes(
-        self, owner: str, watermark: int, columns: str
-    ) -> tuple[list[tuple[Any, ...]], int] | None:
+    def _changes(self, owner: str, watermark: int, columns: str) -> tuple[list[Any], int]:
         """Rows of ``owner`` changed since ``watermark`` (``num, active, <columns>``, in
-        ``vec_seq`` order) and the new watermark; ``None`` when the cache is current. Inside a
-        write transaction, only rows committed before it began."""
-        top = self._conn.execute(
-            "SELECT max(vec_seq) FROM memories WHERE owner = ?", (owner,)
-        ).fetchone()[0]
-        top = int(top or 0)
-        upto = min(top, self._tx_base_seq) if self._depth else top
+        ``vec_seq`` order) and the new watermark: one read, usually of no row. Writers number
+        their changes on from the highest committed ``vec_seq`` while they hold the write lock,
+        so committed rows never leave a gap below the last one read.
+
+        Inside a write transaction, only rows committed before it began (never its own, which a
+        rollback could take back), and the watermark moves up to that point: no committed row
+        can lie between, so later catch-ups in the same transaction read nothing at all."""
+        upto = self._tx_base() if self._depth else _NO_BOUND
         if upto <= watermark:
-            return None
+            return [], watermark
         rows = self._conn.execute(
-            f"SELECT num, status = 'active', {columns} FROM memories "
+            f"SELECT num, status = 'active', {columns}, vec_seq FROM memories "
             "WHERE owner = ? AND vec_seq > ? AND vec_seq <= ? ORDER BY vec_seq",
             (owner, watermark, upto),
         ).fetchall()
-        return rows, upto
+        if self._depth:
+            watermark = upto
+        elif rows:
+            watermark = int(rows[-1][-1])
+        return [r[:-1] for r in rows], watermark
 
     def _index(self, owner: str) -> OwnerIndex:
         """The owner's vector index, caught up with every committed change."""
         index = self._indexes.get(owner)
         if index is None:
-            index = self._load_index(owner) or OwnerIndex(self.dimension)
-            self._indexes[owner] = index
-        changed = self._changes(owner, index.watermark, "embedding")
-        if changed is not None:
-            rows, upto = changed
-            index.apply(((int(r[0]), bool(r[1]), r[2]) for r in rows), upto)
+            index = self._indexes[owner] = self._load_index(owner) or OwnerIndex(self.dimension)
+        index.apply(*self._changes(owner, index.watermark, "embedding"))
         return index
 
     def _text_index(self, owner: str) -> TextIndex:
         """The owner's BM25 index, caught up with every committed change."""
         index = self._text_indexes.get(owner)
         if index is None:
-            index = self._load_text_index(owner) or TextIndex()
-            self._text_indexes[owner] = index
-        changed = self._changes(owner, index.watermark, "content, agent, type")
-        if changed is not None:
-            rows, upto = changed
-            index.apply(((int(r[0]), bool(r[1]), r[2], r[3], r[4]) for r in rows), upto)
+            index = self._text_indexes[owner] = self._load_text_index(owner) or TextIndex()
+        index.apply(*self._changes(owner, index.watermark, "content, agent, type"))
         return index
 
     def _index_file(self, owner: str, suffix: str = ".usearch") -> Path:
@@ -804,27 +803,17 @@ class SQLiteStore:
         return [ScoredId(ids[key], score) for key, score in hits if key in ids]
 
     def embeddings(self, owner: str, ids: Sequence[str]) -> dict[str, Vector]:
-        if not ids:
-            return {}
+        # Straight from the rows: current (another process may have re-embedded one), inactive
+        # ones and this transaction's included, and faster than the ANN index's copies.
+        out: dict[str, Vector] = {}
         with self._lock:
-            index = self._index(owner)
-            marks = ",".join("?" * len(ids))
-            rows = self._conn.execute(
-                f"SELECT num, id FROM memories WHERE id IN ({marks})", list(ids)
-            ).fetchall()
-            vecs = index.vectors([int(r[0]) for r in rows])
-            out: dict[str, Vector] = {}
-            if vecs is None:
-                return out
-            for (num, mid), vec in zip(rows, vecs, strict=True):
-                if vec.any():
-                    out[mid] = vec
-                else:  # not in the index (inactive, or written in this transaction)
-                    blob = self._conn.execute(
-                        "SELECT embedding FROM memories WHERE num = ?", (num,)
-                    ).fetchone()[0]
+            for chunk in iter_chunks(ids, _CHUNK):
+                marks = ",".join("?" * len(chunk))
+                for mid, blob in self._conn.execute(
+                    f"SELECT id, embedding FROM memories WHERE id IN ({marks})", chunk
+                ):
                     out[mid] = np.frombuffer(blob, dtype=np.float32)
-            return out
+        return out
 
     def cosines(self, owner: str, ids: Sequence[str], vector: Vector) -> dict[str, float]:
         return {mid: float(vec @ vector) for mid, vec in self.embeddings(owner, ids).items()}
@@ -837,7 +826,7 @@ class SQLiteStore:
                 self._access[mid] = (count + 1, now)
             self._flush_access()
 
-    def _flush_access(self, *, force: bool = False, in_tx: bool = False) -> None:
+    def _flush_access(self, *, force: bool = False) -> None:
         if not self._access:
             self._access_since = time.monotonic()
             return
@@ -850,7 +839,7 @@ class SQLiteStore:
         sql = (
             "UPDATE memories SET access_count = access_count + ?, last_accessed_at = ? WHERE id = ?"
         )
-        if in_tx or self._depth:
+        if self._depth:
             self._conn.executemany(sql, rows)
         else:
             # Opportunistic: never make a search wait for another process's write lock (but a
