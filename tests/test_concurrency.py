@@ -8,6 +8,7 @@ import sys
 import textwrap
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 from conftest import Backend
@@ -43,32 +44,39 @@ WRITER = textwrap.dedent(
 )
 
 
-def start_writers(backend: Backend, names: tuple[str, ...], n: int) -> list[dict[str, Any]]:
-    """Run one writer process per name, released at the same moment; their reports."""
-    go = backend.home / "go"
-    procs = [
-        subprocess.Popen(
-            [sys.executable, "-c", WRITER, name, str(n), str(go)],
+def run_together(backend: Backend, script: str, runs: dict[str, list[str]], go: Path) -> list[Any]:
+    """Run ``script`` once per name (argv: the name, its arguments, the ``go`` file); each run
+    touches ``ready-<name>`` beside ``go`` and waits for ``go``, so all are released at the same
+    moment. Returns the JSON each printed, in the order of ``runs``."""
+    procs = {
+        name: subprocess.Popen(
+            [sys.executable, "-c", script, name, *args, str(go)],
             env=backend.child_env(),
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
         )
-        for name in names
-    ]
+        for name, args in runs.items()
+    }
     deadline = time.monotonic() + 60
-    while not all((backend.home / f"ready-{name}").exists() for name in names):
-        assert time.monotonic() < deadline, "writers did not start"
-        assert all(p.poll() is None for p in procs), procs[0].communicate()
+    while not all((go.parent / f"ready-{name}").exists() for name in procs):
+        assert time.monotonic() < deadline, f"{sorted(procs)} did not start"
+        for proc in procs.values():
+            assert proc.poll() is None, proc.communicate()
         time.sleep(0.01)
     go.touch()
     reports = []
-    for proc in procs:
+    for proc in procs.values():
         out, err = proc.communicate(timeout=120)
         assert proc.returncode == 0, err
         assert "locked" not in err.lower() and "busy" not in err.lower(), err
         reports.append(json.loads(out))
     return reports
+
+
+def start_writers(backend: Backend, names: tuple[str, ...], n: int) -> list[dict[str, Any]]:
+    """Run one writer process per name, released at the same moment; their reports."""
+    return run_together(backend, WRITER, {name: [str(n)] for name in names}, backend.home / "go")
 
 
 def test_two_processes_write_the_same_store_at_once(store_backend: Backend) -> None:
@@ -106,19 +114,25 @@ INJECTOR = textwrap.dedent(
 )
 
 
-def test_a_second_process_sees_what_the_first_injected(store_backend: Backend) -> None:
-    engine = store_backend.engine()
-    mid = engine.add("Alice is allergic to peanuts and carries an epipen", owner="alice").memory.id
-    question = "Can Alice eat the peanuts satay at dinner?"
+def inject_in_another_process(backend: Backend, session: str, text: str) -> dict[str, Any]:
+    """One injection for ``alice`` by a fresh process; its turn and the injected ids."""
     proc = subprocess.run(
-        [sys.executable, "-c", INJECTOR, "chat-1", question],
-        env=store_backend.child_env(),
+        [sys.executable, "-c", INJECTOR, session, text],
+        env=backend.child_env(),
         capture_output=True,
         text=True,
         timeout=120,
     )
     assert proc.returncode == 0, proc.stderr
-    assert json.loads(proc.stdout) == {"turn": 1, "ids": [mid]}
+    report: dict[str, Any] = json.loads(proc.stdout)
+    return report
+
+
+def test_a_second_process_sees_what_the_first_injected(store_backend: Backend) -> None:
+    engine = store_backend.engine()
+    mid = engine.add("Alice is allergic to peanuts and carries an epipen", owner="alice").memory.id
+    question = "Can Alice eat the peanuts satay at dinner?"
+    assert inject_in_another_process(store_backend, "chat-1", question) == {"turn": 1, "ids": [mid]}
 
     # This process (the engine was open all along) sees the other's session state.
     assert dict(engine.session("chat-1", owner="alice").injected) == {mid: 1}
@@ -131,15 +145,7 @@ def test_a_second_process_sees_what_the_first_injected(store_backend: Backend) -
 
     # A reset in this process lets the other process inject it again.
     engine.reset_session("chat-1", "compact", owner="alice")
-    proc = subprocess.run(
-        [sys.executable, "-c", INJECTOR, "chat-1", question],
-        env=store_backend.child_env(),
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert proc.returncode == 0, proc.stderr
-    assert json.loads(proc.stdout)["ids"] == [mid]
+    assert inject_in_another_process(store_backend, "chat-1", question)["ids"] == [mid]
 
 
 def test_threads_share_one_engine(engine: MemoryEngine) -> None:
@@ -192,27 +198,9 @@ def test_two_processes_injecting_into_one_session_never_repeat(store_backend: Ba
             f"garden project plan {i}: plant row {i} with crop number {i * 7}", owner="alice"
         )
     depth = engine.settings.injection.context_window_depth
-    go = store_backend.home / "go-inject"
-    procs = [
-        subprocess.Popen(
-            [sys.executable, "-c", RACER, name, "shared", "6", str(go)],
-            env=store_backend.child_env(),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for name in ("a", "b")
-    ]
-    deadline = time.time() + 60
-    while not all((store_backend.home / f"ready-{n}").exists() for n in ("a", "b")):
-        assert time.time() < deadline, "injectors did not start"
-        time.sleep(0.01)
-    go.touch()
-    turns: list[tuple[int, list[str]]] = []
-    for proc in procs:
-        out, err = proc.communicate(timeout=120)
-        assert proc.returncode == 0, err
-        turns += [(t, ids) for t, ids in json.loads(out)]
+    runs = {name: ["shared", "6"] for name in ("a", "b")}
+    reports = run_together(store_backend, RACER, runs, store_backend.home / "go-inject")
+    turns = [(t, ids) for report in reports for t, ids in report]
     assert sorted(t for t, _ in turns) == list(range(1, 13))  # every turn numbered once
     seen: dict[str, int] = {}
     for turn, ids in sorted(turns):

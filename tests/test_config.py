@@ -3,6 +3,9 @@ overrides."""
 
 from __future__ import annotations
 
+import re
+import tomllib
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -87,6 +90,19 @@ def test_env_pinned_types_comma_or_json(tmp_path: Path, monkeypatch: pytest.Monk
     assert Settings.load(tmp_path).injection.pinned_types == (MemoryType.PREFERENCE,)
 
 
+def test_loads_in_threads_each_read_their_own_file(tmp_path: Path) -> None:
+    homes = [tmp_path / f"home-{n}" for n in range(1, 9)]
+    for n, home in enumerate(homes, start=1):
+        write(home, f"[injection]\nmax_total = {n}\n")
+
+    def load_often(home: Path) -> set[int]:
+        return {Settings.load(home).injection.max_total for _ in range(25)}
+
+    with ThreadPoolExecutor(len(homes)) as pool:
+        assert list(pool.map(load_often, homes)) == [{n} for n in range(1, 9)]
+    assert Settings().injection.max_total == 25  # outside load(): no file, the default
+
+
 def test_settings_are_immutable(tmp_path: Path) -> None:
     s = Settings.load(tmp_path)
     with pytest.raises(ValueError):
@@ -121,6 +137,7 @@ def test_settings_are_immutable(tmp_path: Path) -> None:
         ("[dedup]\nthresold = 0.9\n", "dedup.thresold", 0.9, "unknown setting"),
         ("[dedupe]\nreplace = 0.9\n", "dedupe", {"replace": 0.9}, "unknown setting"),
         ('[embedding]\nprovider = "openai"\n', "embedding.provider", "openai", "'local'"),
+        ('[embedding]\nmodel = "bge-small"\n', "embedding.model", "bge-small", "all-MiniLM-L6-v2"),
         (
             "[agents.coder.injection]\nmax_total = 0\n",
             "agents.coder.injection.max_total",
@@ -220,3 +237,21 @@ def test_agent_override_inherits_global_file_values(
     monkeypatch.setenv("MEMLANE_INJECTION__CONTEXT_WINDOW_DEPTH", "4")
     x = Settings.load(tmp_path).injection_for("x")
     assert (x.max_total, x.semantic_threshold, x.context_window_depth) == (1, 0.7, 4)
+
+
+def test_the_documented_example_states_the_defaults() -> None:
+    """docs/configuration.md shows a memlane.toml: every value in it (except the per-agent
+    example) is the default, so the page cannot drift from the code."""
+    doc = (Path(__file__).parent.parent / "docs" / "configuration.md").read_text()
+    example = tomllib.loads(re.search(r"```toml\n(.*?)```", doc, re.S).group(1))  # type: ignore[union-attr]
+    example.pop("agents")
+    defaults = Settings.load(Path("/nonexistent-memlane-home")).model_dump()
+    checked = 0
+    for section, values in example.items():
+        for key, value in values.items():
+            if (section, key) == ("store", "path"):
+                continue  # the doc gives it relative to the home folder
+            default = defaults[section][key]
+            assert (list(default) if isinstance(default, tuple) else default) == value, key
+            checked += 1
+    assert checked >= 20

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from numpy.typing import NDArray
 
-from memlane import Embedder, EmbeddingError, HashEmbedder, LocalEmbedder
+from memlane import ConfigError, Embedder, EmbeddingError, HashEmbedder, LocalEmbedder
 from memlane.embeddings import embed_texts, make_embedder
 
 TEXTS = [
@@ -54,8 +54,15 @@ def test_hash_embedder_shares_words() -> None:
 def test_protocol_and_factory() -> None:
     assert isinstance(HashEmbedder(), Embedder)
     assert isinstance(LocalEmbedder(), Embedder)  # constructing it loads nothing
-    assert isinstance(make_embedder("hash", dimension=32), HashEmbedder)
+    hashed = make_embedder("hash", dimension=32)
+    assert isinstance(hashed, HashEmbedder) and hashed.dimension == 32
     assert isinstance(make_embedder("local"), LocalEmbedder)
+    assert isinstance(make_embedder("local", model="all-MiniLM-L6-v2"), LocalEmbedder)
+    # a name the factory does not know is an error, not the local model in its place
+    with pytest.raises(ConfigError, match=r"embedding\.provider"):
+        make_embedder("openai")
+    with pytest.raises(ConfigError, match=r"embedding\.model"):
+        make_embedder("local", model="bge-small-en")
 
 
 class _Bad:

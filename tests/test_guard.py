@@ -67,6 +67,7 @@ def test_content_words(text: str, expected: list[str]) -> None:
         ("3.50 vs 007", ["3.5", "7"]),
         ("twenty-five", ["25"]),
         ("one hundred and five", ["105"]),
+        ("the hundred and fiftieth anniversary", ["150th"]),
         ("3.5 million", ["3500000"]),
         ("two thousand three hundred", ["2300"]),
         (

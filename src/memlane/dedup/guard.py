@@ -21,7 +21,7 @@ How a text is compared (:func:`_analyse`):
 1. :func:`memlane._text.normalise` (NFKC, casefold, collapsed whitespace); clitics split off by a
    tokeniser (PAWS writes ``do n't``, ``Quaid 's``) are re-attached to their word.
 2. Numerals are cut out first (:data:`_NUMERAL`), the rest is split into words with
-   :func:`memlane._text.words`.
+   :func:`memlane._text.split_words` (the text is normalised once).
 3. Contractions are expanded: ``n't`` -> ``not`` (``can't`` -> ``can not``, ``won't`` ->
    ``will not``), ``cannot`` -> ``can not``, ``'ll`` -> ``will``, ``'d`` -> ``would``;
    ``'m``, ``'re`` and ``'ve`` are dropped (forms of be/have, which are trivial); ``'s``
@@ -49,7 +49,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from enum import StrEnum
 
-from memlane._text import normalise, words
+from memlane._text import normalise, split_words
 
 __all__ = [
     "TRIVIAL_WORDS",
@@ -136,6 +136,8 @@ _ORDINAL_TENS = {
     "seventieth": 70, "eightieth": 80, "ninetieth": 90,
 }  # fmt: skip
 _ORDINAL_SCALES = {"hundredth": 100, "thousandth": 1_000, "millionth": 1_000_000}
+_SMALL = {**_UNITS, **_TENS}
+_ORDINAL_SMALL = {**_ORDINAL_UNITS, **_ORDINAL_TENS}
 
 # --- tokenising -------------------------------------------------------------------------------
 
@@ -165,6 +167,8 @@ def _expand(word: str) -> list[str]:
     word = word.replace("’", "'")
     if word == "cannot":
         return ["can", "not"]
+    if "'" not in word:  # most words: no clitic to look for
+        return [word]
     if word.endswith("n't"):
         base = word[:-3]
         return ([_N_T.get(base, base)] if base else []) + ["not"]
@@ -185,14 +189,14 @@ def _tokens(text: str) -> list[_Token]:
     out: list[_Token] = []
     pos = 0
     for match in _NUMERAL.finditer(norm):
-        for word in words(norm[pos : match.start()]):
+        for word in split_words(norm[pos : match.start()]):
             out.extend(_expand(word))
         digits, suffix = match.group(1), match.group(2) or ""
         out.append(
             _Num(Decimal(digits.replace(",", "")), "s" if suffix == "s" else suffix and "th")
         )
         pos = match.end()
-    for word in words(norm[pos:]):
+    for word in split_words(norm[pos:]):
         out.extend(_expand(word))
     return out
 
@@ -212,42 +216,44 @@ class _NumberReader:
 
     def __init__(self) -> None:
         self.out: list[str] = []
+        self._reset()
+
+    def _reset(self) -> None:
         self._total = Decimal(0)
         self._current: Decimal | None = None
         self._last = ""  # "", "unit", "tens", "hundred", "scale", "numeral"
 
+    def _emit(self, value: Decimal, suffix: str) -> None:
+        self.out.append(_format_number(value, suffix))
+        self._reset()
+
     def flush(self) -> None:
         if self._current is not None or self._last:
-            self.out.append(_format_number(self._total + (self._current or 0), ""))
-        self._total, self._current, self._last = Decimal(0), None, ""
+            self._emit(self._total + (self._current or 0), "")
 
-    def _small(self, value: int) -> bool:
-        """Add a unit/tens value to the run if English allows it there; True when done."""
-        if self._last == "tens" and self._current is not None and 0 < value < 10:
-            self._current += value
-            self._last = "unit"
-            return True
-        if self._last in ("hundred", "scale") and value < 100:
+    def _add_small(self, value: int) -> None:
+        """Add a unit/tens value to the run where English allows it ("twenty five", "hundred
+        five"), else start a new number with it."""
+        if (self._last == "tens" and self._current is not None and 0 < value < 10) or (
+            self._last in ("hundred", "scale") and value < 100
+        ):
             self._current = (self._current or Decimal(0)) + value
-            self._last = "tens" if value >= 20 else "unit"
-            return True
-        return False
+        else:
+            self.flush()
+            self._current = Decimal(value)
+        self._last = "tens" if value >= 20 else "unit"
 
     def feed(self, token: _Token, next_token: _Token | None) -> bool:
         """Consume ``token`` if it is part of a number; False (run flushed) when it is not."""
         if isinstance(token, _Num):
             self.flush()
             if token.suffix:
-                self.out.append(_format_number(token.value, token.suffix))
+                self._emit(token.value, token.suffix)
             else:
                 self._current, self._last = token.value, "numeral"
             return True
-        if token in _UNITS or token in _TENS:
-            value = _UNITS.get(token, _TENS.get(token, 0))
-            if not self._small(value):
-                self.flush()
-                self._current = Decimal(value)
-                self._last = "tens" if token in _TENS else "unit"
+        if token in _SMALL:
+            self._add_small(_SMALL[token])
             return True
         if token == "hundred":
             if self._last in ("unit", "tens", "numeral") and self._current is not None:
@@ -263,27 +269,22 @@ class _NumberReader:
             self._total += (self._current if self._current is not None else 1) * _SCALES[token]
             self._current, self._last = Decimal(0), "scale"
             return True
-        if token in _ORDINAL_UNITS or token in _ORDINAL_TENS:
-            value = _ORDINAL_UNITS.get(token, _ORDINAL_TENS.get(token, 0))
-            if not self._small(value):
-                self.flush()
-                self._current = Decimal(value)
-            self.out.append(_format_number(self._total + (self._current or 0), "th"))
-            self._total, self._current, self._last = Decimal(0), None, ""
+        if token in _ORDINAL_SMALL:
+            self._add_small(_ORDINAL_SMALL[token])
+            self._emit(self._total + (self._current or 0), "th")
             return True
         if token in _ORDINAL_SCALES:
             scale = _ORDINAL_SCALES[token]
             base = self._total + (self._current or 0) if self._last else Decimal(0)
-            self.out.append(_format_number(base * scale if base else Decimal(scale), "th"))
-            self._total, self._current, self._last = Decimal(0), None, ""
+            self._emit(base * scale if base else Decimal(scale), "th")
             return True
         if (
             token == "and"
             and self._last in ("hundred", "scale")
             and isinstance(next_token, str)
-            and (next_token in _UNITS or next_token in _TENS or next_token in _ORDINAL_UNITS)
+            and (next_token in _SMALL or next_token in _ORDINAL_SMALL)
         ):
-            return True  # "one hundred and five"
+            return True  # "one hundred and five", "one hundred and twentieth"
         self.flush()
         return False
 
@@ -456,11 +457,6 @@ class GuardResult:
         return self.verdict is GuardVerdict.SAME
 
 
-def _is_subsequence(short: Sequence[str], long: Sequence[str]) -> bool:
-    it = iter(long)
-    return all(any(item == other for other in it) for item in short)
-
-
 def _added(short: Sequence[str], long: Sequence[str]) -> list[str]:
     """Items of ``long`` not used by a greedy in-order embedding of ``short`` (a subsequence)."""
     out: list[str] = []
@@ -473,6 +469,12 @@ def _added(short: Sequence[str], long: Sequence[str]) -> list[str]:
     return out
 
 
+def _kept(short: Sequence[str], long: Sequence[str]) -> list[str] | None:
+    """What ``long`` adds when it keeps all of ``short`` in order (:func:`_added`), else None."""
+    added = _added(short, long)
+    return added if len(long) - len(added) == len(short) else None
+
+
 def _join(items: Sequence[str]) -> str:
     return ", ".join(items) if items else "none"
 
@@ -483,28 +485,28 @@ def _numbers_reason(old: Sequence[str], new: Sequence[str]) -> str:
             return f"numbers {_join(old)} reordered as {_join(new)}"
         changed = [(a, b) for a, b in zip(old, new, strict=True) if a != b]
         return "; ".join(f"number {a} became {b}" for a, b in changed)
-    if _is_subsequence(old, new):
-        return f"number {_join(_added(old, new))} added"
-    if _is_subsequence(new, old):
-        return f"number {_join(_added(new, old))} dropped"
+    if (added := _kept(old, new)) is not None:
+        return f"number {_join(added)} added"
+    if (dropped := _kept(new, old)) is not None:
+        return f"number {_join(dropped)} dropped"
     return f"numbers {_join(old)} became {_join(new)}"
 
 
 def _gap_swap(old: _Analysis, new: _Analysis) -> str | None:
     """First pair of gaps where a linking word was swapped for another (None: only adds/drops)."""
     for a, b in zip(old.gaps, new.gaps, strict=True):
-        if not _is_subsequence(a, b) and not _is_subsequence(b, a):
+        if _kept(a, b) is None and _kept(b, a) is None:
             return f"'{' '.join(a)}' became '{' '.join(b)}'"
     return None
 
 
-def _grows(short: _Analysis, long: _Analysis) -> bool:
-    """``long`` keeps ``short``'s content and linking words in order and adds content words,
-    none of them from :data:`_NO_INSERT`."""
+def _grows(short: _Analysis, long: _Analysis, added: Sequence[str] | None) -> bool:
+    """``long`` keeps ``short``'s content and linking words in order (``added``, from
+    :func:`_kept`, is not None) and adds content words, none of them from :data:`_NO_INSERT`."""
     return (
-        len(long.content) > len(short.content)
-        and _is_subsequence(short.linking, long.linking)
-        and not _NO_INSERT.intersection(_added(short.linking, long.linking))
+        added is not None
+        and len(long.content) > len(short.content)
+        and not _NO_INSERT.intersection(added)
     )
 
 
@@ -532,15 +534,17 @@ def compare(existing: str, new: str) -> GuardResult:
         where = "new" if cur.negated else "existing"
         return GuardResult(GuardVerdict.NEGATION_DIFFERS, f"negation in the {where} text only")
 
-    extends = _grows(old, cur)
-    narrows = _grows(cur, old)
+    adds = _kept(old.linking, cur.linking)  # None unless the new text keeps the old one's words
+    drops = _kept(cur.linking, old.linking)
+    extends = _grows(old, cur, adds)
+    narrows = _grows(cur, old, drops)
 
     if old.numbers != cur.numbers:
-        if extends and _is_subsequence(old.numbers, cur.numbers):
-            added = _added(old.content, cur.content) + _added(old.numbers, cur.numbers)
+        if extends and (new_numbers := _kept(old.numbers, cur.numbers)) is not None:
+            added = _added(old.content, cur.content) + new_numbers
             return GuardResult(GuardVerdict.EXTENDS, f"new text adds {_join(added)}")
-        if narrows and _is_subsequence(cur.numbers, old.numbers):
-            dropped = _added(cur.content, old.content) + _added(cur.numbers, old.numbers)
+        if narrows and (old_numbers := _kept(cur.numbers, old.numbers)) is not None:
+            dropped = _added(cur.content, old.content) + old_numbers
             return GuardResult(GuardVerdict.NARROWS, f"new text drops {_join(dropped)}")
         return GuardResult(GuardVerdict.NUMBERS_DIFFER, _numbers_reason(old.numbers, cur.numbers))
 
@@ -568,9 +572,8 @@ def compare(existing: str, new: str) -> GuardResult:
             f"same content words in another order: '{old.content[first]}' became "
             f"'{cur.content[first]}' at word {first + 1}",
         )
-    for short, long, verb in ((old, cur, "adds"), (cur, old, "drops")):
-        if _is_subsequence(short.linking, long.linking):
-            changed = _added(short.linking, long.linking)
+    for changed, verb in ((adds, "adds"), (drops, "drops")):
+        if changed is not None:
             return GuardResult(
                 GuardVerdict.DIFFERENT,
                 f"new text {verb} {_join(changed)}, which changes what the other words state",

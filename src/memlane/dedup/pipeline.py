@@ -75,7 +75,8 @@ def decide(
     """Decide for ``new_text`` given its nearest memory ``match`` at cosine ``similarity``.
 
     The content-hash check comes before this (the engine does it). Pure apart from the optional
-    ``llm`` call, which is made only in the gray zone.
+    ``llm`` call, made only where the rules of the module's table do not decide (at or above
+    ``gray_low``, the guard not failed hard, and not ``same`` at or above ``auto_reject``).
     """
     if match is None or similarity is None or similarity < settings.gray_low:
         return Plan(Decision.ADDED, match, similarity)

@@ -26,12 +26,15 @@ import os
 import threading
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from numpy.typing import NDArray
 
 from memlane.errors import EmbeddingError
+
+if TYPE_CHECKING:
+    from memlane.embeddings._onnx import OnnxEncoder
 
 MODEL_NAME = "all-MiniLM-L6-v2"
 DIMENSION = 384
@@ -70,7 +73,7 @@ class LocalEmbedder:
         self._onnx_wanted = onnx and device == "cpu"
         self._onnx_cache_dir = None if onnx_cache_dir is None else Path(onnx_cache_dir)
         self._onnx_threads = onnx_threads
-        self._onnx: Any = None
+        self._onnx: OnnxEncoder | None = None
         self._ready = False
 
     @property
@@ -98,37 +101,27 @@ class LocalEmbedder:
             os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
             os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
             model_dir = _model_dir()
-            if self._onnx_wanted:
-                from memlane.embeddings._onnx import load_verified
+            if not self._onnx_wanted:
+                self._load_torch(model_dir)
+            else:
+                from memlane.embeddings import _onnx
 
-                self._onnx = load_verified(
-                    model_dir, cache_dir=self._onnx_cache_dir, threads=self._onnx_threads
-                )
-            if self._onnx is None:
-                model = self._load_torch(model_dir)
-                if self._onnx_wanted:
-                    from memlane.embeddings._onnx import load_encoder
-
-                    self._onnx = load_encoder(
+                cache, threads = self._onnx_cache_dir, self._onnx_threads
+                self._onnx = _onnx.load_verified(model_dir, cache_dir=cache, threads=threads)
+                if self._onnx is None:
+                    model = self._load_torch(model_dir)
+                    self._onnx = _onnx.load_encoder(
                         model,
                         model_dir,
-                        lambda text: self._embed_one(model, text)[0],
-                        cache_dir=self._onnx_cache_dir,
-                        threads=self._onnx_threads,
+                        lambda text: _embed_one(model, text)[0],
+                        cache_dir=cache,
+                        threads=threads,
                     )
             self._ready = True
 
-    def _torch_model(self) -> Any:
-        """The SentenceTransformer (loaded on first call; the ONNX path never needs it)."""
-        if self._model is None:
-            with self._lock:
-                if self._model is None:
-                    self._load_torch(_model_dir())
-        return self._model
-
     def _load_torch(self, model_dir: Path) -> Any:
         """Load the SentenceTransformer into ``self._model`` (the caller holds the lock)."""
-        if self._model is not None:
+        if self._model is not None:  # an earlier _load got this far, then failed
             return self._model
         try:
             from sentence_transformers import SentenceTransformer
@@ -152,30 +145,32 @@ class LocalEmbedder:
     def embed_batch(self, texts: Sequence[str]) -> NDArray[np.float32]:
         self._load()
         if self._onnx is not None:
-            return self._onnx.embed(texts)  # type: ignore[no-any-return]
-        model = self._torch_model()
+            return self._onnx.embed(texts)
         if len(texts) == 1:
-            return self._embed_one(model, texts[0])
-        out = model.encode(
+            return _embed_one(self._model, texts[0])
+        out = self._model.encode(
             list(texts), batch_size=len(texts), convert_to_numpy=True, normalize_embeddings=True
         )
         return np.asarray(out, dtype=np.float32)
 
-    def _embed_one(self, model: Any, text: str) -> NDArray[np.float32]:
-        import torch
 
-        tokenizer = model.tokenizer
-        transformer = model[0].auto_model
-        with torch.inference_mode():
-            enc = tokenizer(
-                [text],
-                return_tensors="pt",
-                truncation=True,
-                max_length=model.max_seq_length,
-                padding=False,
-            )
-            hidden = transformer(**enc).last_hidden_state
-            mask = enc["attention_mask"].unsqueeze(-1).to(hidden.dtype)
-            pooled = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
-            pooled = torch.nn.functional.normalize(pooled, dim=-1)
-        return np.asarray(pooled.numpy(), dtype=np.float32)
+def _embed_one(model: Any, text: str) -> NDArray[np.float32]:
+    """One text through the tokenizer and the transformer with the model's mean pooling and L2
+    normalisation (what ``encode`` computes, without its per-call overhead); shape ``(1, dim)``."""
+    import torch
+
+    tokenizer = model.tokenizer
+    transformer = model[0].auto_model
+    with torch.inference_mode():
+        enc = tokenizer(
+            [text],
+            return_tensors="pt",
+            truncation=True,
+            max_length=model.max_seq_length,
+            padding=False,
+        )
+        hidden = transformer(**enc).last_hidden_state
+        mask = enc["attention_mask"].unsqueeze(-1).to(hidden.dtype)
+        pooled = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
+        pooled = torch.nn.functional.normalize(pooled, dim=-1)
+    return np.asarray(pooled.numpy(), dtype=np.float32)
