@@ -14,6 +14,7 @@ from memlane.history import (
     Compactor,
     estimate_tokens,
     is_injection_block,
+    is_injection_text,
     message_text,
     prune_injection_blocks,
     render_transcript,
@@ -65,6 +66,8 @@ def history_with_blocks(n_blocks: int) -> list[dict[str, Any]]:
 
 def test_prefix_constant() -> None:
     assert INJECTION_BLOCK_PREFIX == "[Context from memory]"
+    assert is_injection_text(block(1)) and is_injection_text(" \n" + block(1))
+    assert not is_injection_text("Note: " + block(1)) and not is_injection_text("")
 
 
 @pytest.mark.parametrize(
@@ -372,6 +375,25 @@ def test_compact_truncates_without_summariser() -> None:
     assert res.tokens_after == 79
     assert calls == [1]
     assert res.messages[-1] == convo(82)[-1]
+
+
+@pytest.mark.parametrize(("n", "summarise"), [(86, True), (96, True), (86, False)])
+def test_compact_counts_each_message_once(n: int, summarise: bool) -> None:
+    """``count_tokens`` may be a real tokenizer: each message is counted once, and a new summary
+    once more; ``tokens_after`` still matches a fresh count of the result."""
+    counted: list[str] = []
+
+    def count(text: str) -> int:
+        counted.append(text)
+        return one_token(text)
+
+    c = Compactor(100, count_tokens=count, summarise=Summariser() if summarise else None)
+    msgs = convo(n)
+    res = c.compact(msgs)
+    summaries = [m for m in res.messages if message_text(m).startswith(SUMMARY_PREFIX)]
+    assert res.action != "none" and len(summaries) == (res.action != "truncate")
+    assert len(counted) == len(msgs) + len(summaries)
+    assert res.tokens_after == Compactor(100, count_tokens=one_token).tokens(res.messages)
 
 
 def test_compact_keeps_newest_message_even_if_huge() -> None:

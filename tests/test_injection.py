@@ -286,11 +286,14 @@ def test_semantic_duplicates_are_not_injected_twice(engine: MemoryEngine) -> Non
     assert len(inj.items) == 1  # near-identical: one of them is enough
     assert inj.skipped.get("semantic_duplicate") == 1
     # next turn: the other one is still a duplicate of what the session was shown
-    shown = ids(inj)[0]
+    (shown,) = ids(inj)
+    (other,) = {a.id, b.memory.id} - {shown}
     engine.forget(shown)
     inj = engine.inject("s", "Which editor theme does Alice like, dark mode?")
     assert inj.items == () and inj.skipped.get("semantic_duplicate") == 1
-    assert {a.id, b.memory.id} - {shown}  # the other memory exists, it was just not repeated
+    assert other in {h.memory.id for h in engine.search("Alice dark mode editor")}  # it is found
+    # another session was never shown the first: it gets the other one
+    assert ids(engine.inject("s2", "Which editor theme does Alice like, dark mode?")) == [other]
 
 
 def test_semantic_buffer_is_pruned_by_turn(make_engine: MakeEngine) -> None:
@@ -434,6 +437,19 @@ def test_unknown_reset_reason_is_invalid(engine: MemoryEngine, reason: str) -> N
     assert dict(state.injected) == {mid: 1} and state.last_reset_at is None
 
 
+def test_session_state_lists_only_the_window(make_engine: MakeEngine) -> None:
+    engine = make_engine(injection={"context_window_depth": 2})
+    mid = engine.add(PEANUTS).memory.id
+    assert engine.session("s").injected == {}
+    engine.inject("s", QUESTION)  # turn 1: injected
+    engine.inject("s", "ok")  # turn 2: still within 2 turns of turn 1
+    assert dict(engine.session("s").injected) == {mid: 1}
+    engine.inject("s", "thanks")  # turn 3: turn 1 left the window
+    state = engine.session("s")
+    assert state.turn == 3 and state.injected == {}
+    assert ids(engine.inject("s", QUESTION)) == [mid]  # so it may be shown again
+
+
 @pytest.mark.parametrize("session", ["", "   "])
 def test_empty_session_is_invalid(engine: MemoryEngine, session: str) -> None:
     with pytest.raises(InvalidArgument, match="session"):
@@ -470,11 +486,19 @@ def test_sessions_are_scoped_by_owner(engine: MemoryEngine) -> None:
     assert engine.session("s", owner="alice").turn == 1
 
 
-def test_disabled_injects_nothing(make_engine: MakeEngine) -> None:
+def test_disabled_injects_nothing(make_engine: MakeEngine, monkeypatch: pytest.MonkeyPatch) -> None:
     engine = make_engine(injection={"enabled": False})
     engine.add(PEANUTS)
+
+    def no_search(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("injection is disabled: no search")
+
+    monkeypatch.setattr(pipeline, "search", no_search)
     inj = engine.inject("s", QUESTION)
-    assert inj.block is None and inj.skipped == {"disabled": 1}
+    assert inj.block is None and inj.items == () and inj.skipped == {"disabled": 1}
+    # the session is left as it was: no turn counted, no event row
+    assert inj.turn == 0 and engine.session("s").turn == 0
+    assert engine.store.injection_events("default", "s") == []
 
 
 def test_session_state_survives_reopening(store_backend: Backend) -> None:

@@ -4,13 +4,18 @@ hierarchy, and nothing happening at import time."""
 from __future__ import annotations
 
 import dataclasses
+import enum
 import subprocess
 import sys
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
 import memlane
+import memlane.errors
+import memlane.history
+import memlane.types
 from memlane import (
     ConfigError,
     Decision,
@@ -27,51 +32,39 @@ from memlane import (
     StoreError,
 )
 
-EXPORTED = [
-    "INJECTION_BLOCK_PREFIX",
-    "LLM",
-    "Association",
-    "ConfigError",
-    "Decision",
-    "DedupLogEntry",
-    "Embedder",
-    "EmbeddingError",
-    "EmbeddingMismatch",
-    "HashEmbedder",
-    "InjectedItem",
-    "Injection",
-    "InvalidArgument",
-    "InvalidMemory",
-    "LLMError",
-    "LLMVerdict",
-    "LocalEmbedder",
-    "MemlaneError",
-    "Memory",
-    "MemoryEngine",
-    "MemoryInput",
-    "MemoryType",
-    "MemoryVersion",
-    "NotFound",
-    "Relation",
-    "ResetReason",
-    "SearchHit",
-    "SessionState",
-    "Settings",
-    "Status",
-    "StoreError",
-    "WriteResult",
-    "__version__",
-]
 
-
-def test_exported_members() -> None:
-    # Like httpx's test_exported_members: adding or removing a public name is a deliberate act.
-    assert memlane.__all__ == EXPORTED
+def test_every_exported_name_imports_and_is_documented() -> None:
+    assert len(set(memlane.__all__)) == len(memlane.__all__)
+    namespace: dict[str, object] = {}
+    exec("from memlane import *", namespace)  # what a user's star import gets
+    assert set(memlane.__all__) <= set(namespace)
     for name in memlane.__all__:
-        assert getattr(memlane, name) is not None
         obj = getattr(memlane, name)
-        if isinstance(obj, type) and name != "__version__":
+        if isinstance(obj, type) and not issubclass(obj, enum.Enum):
             assert obj.__module__.startswith("memlane."), name
+            assert (vars(obj).get("__doc__") or "").strip(), f"{name} has no docstring"
+
+
+def _public_classes(module: ModuleType) -> set[str]:
+    return {
+        name
+        for name, obj in vars(module).items()
+        if isinstance(obj, type) and obj.__module__ == module.__name__ and not name.startswith("_")
+    }
+
+
+@pytest.mark.parametrize("module", [memlane.errors, memlane.types], ids=["errors", "types"])
+def test_every_error_and_value_type_is_exported(module: ModuleType) -> None:
+    """What the API raises and returns can be caught or annotated from ``memlane`` itself."""
+    missing = _public_classes(module) - set(memlane.__all__)
+    assert not missing, f"not exported from memlane: {sorted(missing)}"
+
+
+def test_engine_entry_points_are_exported() -> None:
+    # The names the README and the package docstring start from.
+    for name in ("MemoryEngine", "MemoryInput", "Settings", "INJECTION_BLOCK_PREFIX"):
+        assert name in memlane.__all__
+    assert memlane.INJECTION_BLOCK_PREFIX == memlane.history.INJECTION_BLOCK_PREFIX
 
 
 def test_version() -> None:
@@ -178,6 +171,17 @@ def test_error_hierarchy(error: type[Exception], bases: tuple[type[Exception], .
     assert issubclass(error, MemlaneError)
     for base in bases:
         assert issubclass(error, base)
+
+
+def test_an_unknown_type_is_named_with_the_valid_ones_everywhere(engine: MemoryEngine) -> None:
+    valid = "valid types: identity, goal, decision, todo, preference, fact, event, observation"
+    with pytest.raises(InvalidMemory, match="unknown type 'opinion'; " + valid):
+        engine.add("Tabs are better than spaces", type="opinion")
+    with pytest.raises(InvalidArgument, match="unknown type 'opinion'; " + valid):
+        engine.list(type="opinion")
+    with pytest.raises(InvalidArgument, match="unknown type 'opinion'; " + valid):
+        engine.search("tabs", types=["fact", "opinion"])
+    assert engine.count() == 0
 
 
 def test_not_found_message_is_plain() -> None:

@@ -22,9 +22,9 @@ from memlane.config import Settings
 from memlane.dedup.pipeline import Plan, decide
 from memlane.embeddings import Embedder, embed_texts, make_embedder
 from memlane.errors import InvalidArgument, InvalidMemory, NotFound
-from memlane.history import INJECTION_BLOCK_PREFIX
+from memlane.history import INJECTION_BLOCK_PREFIX, is_injection_text
 from memlane.injection import pipeline as injection
-from memlane.injection.pipeline import check_session
+from memlane.injection.pipeline import check_session, injected_within
 from memlane.llm import LLM
 from memlane.store import MemoryStore, NewMemory, open_store
 from memlane.store.base import Vector
@@ -46,8 +46,6 @@ from memlane.types import (
 )
 
 log = logging.getLogger("memlane")
-
-_TYPE_NAMES = ", ".join(t.value for t in MemoryType)
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,15 +164,12 @@ class MemoryEngine:
                 f"content is {len(text):,} characters, over the limit of {limit:,} "
                 "(split it, or raise [dedup] max_chars)"
             )
-        if text.startswith(INJECTION_BLOCK_PREFIX):
+        if is_injection_text(text):
             raise InvalidMemory(
                 f"content starts with {INJECTION_BLOCK_PREFIX!r}: it is an injected context block, "
                 "and injected context must never become a memory (strip it before saving)"
             )
-        try:
-            mtype = MemoryType(item.type)
-        except ValueError:
-            raise InvalidMemory(f"unknown type {item.type!r}; valid types: {_TYPE_NAMES}") from None
+        mtype = retrieval.parse_type(item.type, InvalidMemory)
         importance = DEFAULT_IMPORTANCE[mtype] if item.importance is None else item.importance
         if (
             isinstance(importance, bool)
@@ -249,30 +244,27 @@ class MemoryEngine:
                 raise InvalidMemory(f"item {n}: {exc}") from None
         if not drafts:
             return []
-        # Exact repeats need no embedding: only embed texts whose hash is not stored yet.
-        need = [
-            i
-            for i, d in enumerate(drafts)
-            if self.store.find_by_hash(d.owner, d.agent, d.content_hash) is None
-        ]
-        vectors: dict[int, Vector] = {}
-        if need:
-            embedded = self.embed([drafts[i].content for i in need])
-            vectors = {i: embedded[j] for j, i in enumerate(need)}
-        results: builtins.list[WriteResult] = []
+        # Exact repeats need no embedding: only embed texts whose hash is not stored yet, and
+        # each such text once (a batch may repeat a line).
+        texts = builtins.list(
+            dict.fromkeys(
+                d.content
+                for d in drafts
+                if self.store.find_by_hash(d.owner, d.agent, d.content_hash) is None
+            )
+        )
+        vectors: dict[str, Vector] = {}
+        if texts:
+            vectors = dict(zip(texts, self.embed(texts), strict=True))
         with self.store.transaction():
-            for i, draft in enumerate(drafts):
-                vec = vectors.get(i)
-                if vec is None:
-                    existing = self.store.find_by_hash(draft.owner, draft.agent, draft.content_hash)
-                    if existing is None:  # deleted meanwhile by another process
-                        vec = self.embed([draft.content])[0]
-                results.append(self._write_one(draft, vec))
+            results = [self._write_one(d, vectors.get(d.content)) for d in drafts]
         for r in results:
             log.debug("write %s %s sim=%s", r.decision.value, r.memory.id, r.similarity)
         return results
 
     def _write_one(self, draft: NewMemory, vec: Vector | None) -> WriteResult:
+        """Write one draft inside the batch's transaction; ``vec`` is ``None`` when its hash was
+        stored before the transaction began."""
         store = self.store
         provenance = _provenance(draft)
         existing = store.find_by_hash(draft.owner, draft.agent, draft.content_hash)
@@ -280,7 +272,8 @@ class MemoryEngine:
             kept = store.confirm(existing.id, provenance)
             self._log(draft, existing, 1.0, Decision.HASH_EXACT, "same content hash", "confirmed")
             return WriteResult(Decision.HASH_EXACT, kept, existing.id, 1.0, "same content hash")
-        assert vec is not None
+        if vec is None:  # its stored twin was changed or forgotten meanwhile (another process)
+            vec = self.embed([draft.content])[0]
         near = store.nearest(draft.owner, draft.agent, vec, self.settings.dedup.neighbours)
         match, sim = (near[0][0], near[0][1]) if near else (None, None)
         plan = decide(draft.content, match, sim, self.settings.dedup, self.llm)
@@ -397,14 +390,7 @@ class MemoryEngine:
         limit: int = 100,
     ) -> builtins.list[Memory]:
         """Active memories of ``owner``, newest first."""
-        mtype = None
-        if type is not None:
-            try:
-                mtype = MemoryType(type)
-            except ValueError:
-                raise InvalidArgument(
-                    f"unknown type {type!r}; valid types: {_TYPE_NAMES}"
-                ) from None
+        mtype = None if type is None else retrieval.parse_type(type)
         if limit < 1:
             raise InvalidArgument(f"limit must be >= 1, got {limit}")
         return self.store.list_memories(owner, agent=agent, type=mtype, limit=limit)
@@ -488,8 +474,7 @@ class MemoryEngine:
         check_session(session)
         state = self.store.session(owner, session)
         depth = self.settings.injection.context_window_depth
-        injected = {mid: t for mid, t in state.injected.items() if state.turn - t < depth}
-        return dataclasses.replace(state, injected=injected)
+        return dataclasses.replace(state, injected=injected_within(state, state.turn, depth))
 
 
 def _provenance(draft: NewMemory) -> dict[str, Any]:

@@ -39,6 +39,7 @@ __all__ = [
     "Compactor",
     "estimate_tokens",
     "is_injection_block",
+    "is_injection_text",
     "message_text",
     "prune_injection_blocks",
     "render_transcript",
@@ -91,13 +92,19 @@ def _role(message: object) -> str | None:
     return None
 
 
-def is_injection_block(message: object) -> bool:
-    """True when the message's text starts with :data:`INJECTION_BLOCK_PREFIX`.
+def is_injection_text(text: str) -> bool:
+    """True when ``text`` is an injected block: it starts with :data:`INJECTION_BLOCK_PREFIX`
+    after leading whitespace."""
+    return text.lstrip().startswith(INJECTION_BLOCK_PREFIX)
 
-    Leading whitespace is ignored; the role is not looked at (a block may be inserted with any
-    role). A non-mapping or a message without text gives ``False``.
+
+def is_injection_block(message: object) -> bool:
+    """True when the message's text is an injected block (:func:`is_injection_text`).
+
+    The role is not looked at (a block may be inserted with any role). A non-mapping or a
+    message without text gives ``False``.
     """
-    return message_text(message).lstrip().startswith(INJECTION_BLOCK_PREFIX)
+    return is_injection_text(message_text(message))
 
 
 def _is_summary(message: object) -> bool:
@@ -179,14 +186,14 @@ def with_injection(
     block = injection.block if isinstance(injection, Injection) else injection
     if block is None:
         return _keep_newest_blocks(messages, keep)
-    if not isinstance(block, str) or not block.lstrip().startswith(INJECTION_BLOCK_PREFIX):
+    if not isinstance(block, str) or not is_injection_text(block):
         raise InvalidArgument(
             f"an injection block must be a str starting with {INJECTION_BLOCK_PREFIX!r} "
             f"(as MemoryEngine.inject formats it), got {block!r:.80}"
         )
     if not isinstance(role, str) or not role:
         raise InvalidArgument(f"role must be a non-empty str, got {role!r}")
-    out = _keep_newest_blocks(messages, max(keep - 1, 0))
+    out = prune_injection_blocks(messages, keep)
     at = len(out)
     for i in range(len(out) - 1, -1, -1):
         if _role(out[i]) == "user":
@@ -387,31 +394,31 @@ class Compactor:
         ``on_reset=lambda: engine.reset_session(session, "compact")``. Returns a
         :class:`CompactionResult`; ``messages`` is never mutated.
         """
-        tokens_before = self.tokens(messages)
+        # Each message is counted once (``count_tokens`` may be a real tokenizer).
+        sizes = [self._count(message_text(m)) for m in messages]
+        tokens_before = sum(sizes)
         action = self._action_for(tokens_before / self.context_tokens)
         if action == "none":
             return CompactionResult(list(messages), "none", tokens_before, tokens_before)
 
         head_len = self._split_head(messages)
-        head = list(messages[:head_len])
         body = list(messages[head_len:])
+        body_sizes = sizes[head_len:]
+        summary_messages: list[Any] = []
 
         if action == "truncate":
             limit = self.summarise_at * self.context_tokens
-            sizes = [self._count(message_text(m)) for m in body]
-            total = self.tokens(head) + sum(sizes)
+            total = tokens_before
             cut = 0
             while cut < len(body) - 1 and total >= limit:
-                total -= sizes[cut]
+                total -= body_sizes[cut]
                 cut += 1
             cut = self._clean_cut(body, cut)
-            out = head + body[cut:]
         else:
             share = 0.3 if action == "summarise_30" else 0.5
             cut = min(max(int(len(body) * share), 1), max(len(body) - 1, 0))
             cut = self._clean_cut(body, cut)
             transcript = render_transcript(body[:cut])
-            summary_messages: list[Any] = []
             if transcript:
                 assert self.summarise is not None  # _action_for returns truncate without it
                 summary = self.summarise(transcript).strip()
@@ -419,11 +426,12 @@ class Compactor:
                     summary_messages.append(
                         {"role": "system", "content": f"{SUMMARY_PREFIX}\n{summary}"}
                     )
-            out = head + summary_messages + body[cut:]
 
         if cut == 0:  # only kept messages: nothing to compact, tracking stays as it is
             return CompactionResult(list(messages), "none", tokens_before, tokens_before)
-        result = CompactionResult(out, action, tokens_before, self.tokens(out))
+        out = list(messages[:head_len]) + summary_messages + body[cut:]
+        tokens_after = tokens_before - sum(body_sizes[:cut]) + self.tokens(summary_messages)
+        result = CompactionResult(out, action, tokens_before, tokens_after)
         if on_reset is not None:
             on_reset()
         return result

@@ -25,13 +25,21 @@ from typing import TYPE_CHECKING
 
 from memlane._ids import utcnow
 from memlane._text import STOP_WORDS, words
-from memlane.errors import InvalidArgument
-from memlane.types import Memory, MemoryType, SearchHit, Status
+from memlane.errors import InvalidArgument, MemlaneError
+from memlane.types import TYPE_NAMES, Memory, MemoryType, SearchHit, Status
 
 if TYPE_CHECKING:
     from memlane.engine import MemoryEngine
 
 MODES = ("hybrid", "vector", "fts")
+
+
+def parse_type(value: MemoryType | str, error: type[MemlaneError] = InvalidArgument) -> MemoryType:
+    """``value`` as a :class:`MemoryType`; else ``error`` naming the valid types."""
+    try:
+        return MemoryType(value)
+    except ValueError:
+        raise error(f"unknown type {value!r}; valid types: {TYPE_NAMES}") from None
 
 
 def query_terms(text: str, limit: int = 32) -> list[str]:
@@ -70,15 +78,7 @@ def search(
         raise InvalidArgument(f"unknown search mode {mode!r}; valid: {', '.join(MODES)}")
     if not isinstance(limit, int) or limit < 1 or limit > 1000:
         raise InvalidArgument(f"limit must be 1..1000, got {limit!r}")
-    type_set: set[MemoryType] | None = None
-    if types:
-        try:
-            type_set = {MemoryType(t) for t in types}
-        except ValueError:
-            names = ", ".join(t.value for t in MemoryType)
-            raise InvalidArgument(
-                f"unknown type in {list(types)!r}; valid types: {names}"
-            ) from None
+    type_set = {parse_type(t) for t in types} if types else None
     cfg = engine.settings.retrieval
     store = engine.store
     # The legs filter by type themselves; graph neighbours are filtered when read.
@@ -125,7 +125,7 @@ def search(
     # Relevance floor relative to this query's best cosine.
     best = max(cosine.values(), default=0.0)
     floor = max(best * cfg.floor_relative, cfg.floor_absolute) if mode != "fts" else -math.inf
-    now = utcnow()
+    now_ts = utcnow().timestamp()
     # Memories are read best fused score first, only until the hits found cannot be overtaken:
     # the tie-break adds at most cfg.tie_break (it is 0..1), so once `limit` hits score above
     # the next candidate's fused score plus that, no later candidate can enter the top `limit`.
@@ -151,7 +151,7 @@ def search(
                 continue
             if type_set is not None and mem.type not in type_set:
                 continue
-            score = scores[mid] + cfg.tie_break * _tie_break(mem, now.timestamp())
+            score = scores[mid] + cfg.tie_break * _tie_break(mem, now_ts)
             found[mid] = SearchHit(
                 memory=mem, score=score, similarity=cosine.get(mid, 0.0), ranks=dict(ranks[mid])
             )

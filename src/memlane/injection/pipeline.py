@@ -36,9 +36,9 @@ import numpy as np
 from memlane._text import words
 from memlane.config import InjectionSettings
 from memlane.errors import InvalidArgument
-from memlane.history import INJECTION_BLOCK_PREFIX
+from memlane.history import INJECTION_BLOCK_PREFIX, is_injection_text
 from memlane.retrieval import query_terms, search
-from memlane.types import InjectedItem, Injection, Memory
+from memlane.types import InjectedItem, Injection, Memory, SessionState
 
 if TYPE_CHECKING:
     from memlane.engine import MemoryEngine
@@ -248,7 +248,7 @@ def build_query(text: str, recent: Sequence[str] | None, cfg: InjectionSettings)
         return parts[0]
     for previous in reversed(list(recent or [])):
         # an injected block passed back in with the history is memory, not conversation
-        if previous.strip() and not previous.lstrip().startswith(INJECTION_BLOCK_PREFIX):
+        if previous.strip() and not is_injection_text(previous):
             parts.append(previous.strip()[: cfg.recent_chars])
     return "\n".join(parts)
 
@@ -257,6 +257,12 @@ def check_session(session: object) -> None:
     """Raise :class:`InvalidArgument` unless ``session`` is a non-empty string."""
     if not isinstance(session, str) or not session.strip():
         raise InvalidArgument(f"session must be a non-empty string, got {session!r}")
+
+
+def injected_within(state: SessionState, turn: int, depth: int) -> dict[str, int]:
+    """The memories of ``state.injected`` shown within the ``depth`` turns up to ``turn`` (the
+    window of step 5), with the turn each was injected."""
+    return {mid: t for mid, t in state.injected.items() if turn - t < depth}
 
 
 def format_block(pinned: Sequence[Memory], contextual: Sequence[Memory]) -> str | None:
@@ -339,7 +345,7 @@ def inject(
     # second sees what the first injected (the search above, the slow part, stays outside).
     with store.transaction():
         state = store.session(owner, session)
-        window = {mid for mid, t in state.injected.items() if turn - t < cfg.context_window_depth}
+        window = set(injected_within(state, turn, cfg.context_window_depth))
         same_session = store.session_memory_ids(owner, session, state.last_reset_at)
         pinned, contextual = _select(
             engine, owner, cfg, pinned_pool, contextual_pool, window, same_session, skipped
@@ -362,10 +368,12 @@ def _select(
     """Steps 4-6: what of the pools is injected (pinned, contextual), counting what is left out
     in ``skipped``."""
     store = engine.store
-    # Step 5: dedup. Vectors of the window and the candidates, for the semantic buffer.
+    # Step 5: dedup. Vectors of the window and the candidates, for the semantic buffer: one row
+    # a memory shown within the window or chosen for this block.
     candidate_ids = [m.id for m, _ in pinned_pool + contextual_pool]
     vectors = store.embeddings(owner, list(dict.fromkeys([*window, *candidate_ids])))
-    buffer = [vectors[mid] for mid in window if mid in vectors]
+    shown = [vectors[mid] for mid in window if mid in vectors]
+    buffer = np.stack(shown) if shown else None
     chosen_ids: set[str] = set()
     chosen_hashes: set[str] = set()
     chosen: dict[str, list[tuple[Memory, float]]] = {"pinned": [], "contextual": []}
@@ -391,8 +399,8 @@ def _select(
             vec = vectors.get(memory.id)
             if (
                 vec is not None
-                and buffer
-                and float(np.max(np.asarray(buffer) @ vec)) > cfg.semantic_threshold
+                and buffer is not None
+                and float(np.max(buffer @ vec)) > cfg.semantic_threshold
             ):
                 skipped["semantic_duplicate"] += 1
                 continue
@@ -407,7 +415,7 @@ def _select(
             chosen_ids.add(memory.id)
             chosen_hashes.add(memory.content_hash)
             if vec is not None:
-                buffer.append(vec)
+                buffer = vec[np.newaxis] if buffer is None else np.vstack((buffer, vec))
             used_chars += cost
             total += 1
     return chosen["pinned"], chosen["contextual"]
