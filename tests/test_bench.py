@@ -119,10 +119,15 @@ def test_conversation_has_sessions_and_recent_turns() -> None:
 
 
 def test_percentiles() -> None:
+    from memlane.replay import _latency
+
     assert bench.percentile([], 50) == 0.0
     assert bench.percentile([1.0, 2.0, 3.0], 50) == 2.0
     s = bench.latency_summary([float(i) for i in range(1, 101)])
-    assert s["p50_ms"] == 50.5 and s["p95_ms"] >= s["p50_ms"] and s["max_ms"] == 100.0
+    assert s == {"p50_ms": 50.5, "p95_ms": 95.05, "mean_ms": 50.5, "max_ms": 100.0}
+    assert bench.latency_summary([], "single_")["single_p95_ms"] == 0.0
+    # the replay's latencies are the same percentiles (linear interpolation)
+    assert _latency([1.0, 2.0, 3.0, 4.0]) == {"p50": 2.5, "p95": 3.85, "max": 4.0}
 
 
 # ------------------------------------------------------------------------------------ commands
@@ -159,7 +164,9 @@ def test_bench_add_json(tmp_path: Path) -> None:
     assert (home / "memlane.db").is_file()
     # a table without --json; a non-empty home is refused
     result = run_cli("add", "--memories", "50", "--singles", "5", code=0)
-    assert "memories/s" in result.stdout
+    assert "bench add: 50 memories (hash-384, seed 0)" in result.stdout
+    assert "memories/s" in result.stdout and "single add p50 ms (5)" in result.stdout
+    assert "first 5 single adds not timed" in result.stderr
     result = run_cli("add", "--memories", "50", "--home", str(home), code=1)
     assert "not empty" in result.stderr
 
@@ -175,10 +182,14 @@ def test_bench_search_and_inject_json(tmp_path: Path) -> None:
     assert 0 < search["p50_ms"] <= search["p95_ms"] <= search["max_ms"]
     assert search["build_seconds"] > 0 and search["build_reused"] is False
     assert search["hit_queries"] + search["miss_queries"] == 30
-    assert 0 <= search["recall_at_limit"] <= 1
+    assert search["hit_queries"] > 0 and search["miss_queries"] > 0
+    assert 0.5 < search["recall_at_limit"] <= 1  # most stored facts are found
+    assert search["warmup_queries"] == 2
     # the built store is cached by (model, N, seed) and reused
     built = list(cache.iterdir())
     assert len(built) == 1 and built[0].name == "hash-384-n300-seed0-g1"
+    marker = json.loads((built[0] / "bench.json").read_text())
+    assert search["stored"] == marker["build"]["stored"] > 0
 
     inject = json.loads(run_cli("inject", *common, "--sessions", "3", "--json").stdout)
     for key in ("memories", "queries", "p50_ms", "p95_ms", "build_seconds"):
@@ -187,10 +198,33 @@ def test_bench_search_and_inject_json(tmp_path: Path) -> None:
     assert 0 < inject["p50_ms"] <= inject["p95_ms"]
     assert inject["build_reused"] is True
     assert inject["build_seconds"] == search["build_seconds"]
+    assert inject["stored"] == search["stored"]  # injecting writes no memory
     assert inject["items_per_turn"] > 0
+    assert 0 < inject["turns_with_block"] <= 30
 
-    table = run_cli("search", *common).stdout
-    assert "p95 ms" in table
+    table = run_cli("search", *common)
+    assert "bench search: 300 memories (hash-384, seed 0)" in table.stdout
+    assert "p95 ms" in table.stdout
+    assert f"{search['recall_at_limit']:.0%}" in table.stdout  # the same queries: the same recall
+    assert "warm-up of 2 queries" in table.stderr
+    table = run_cli("inject", *common, "--sessions", "3")
+    assert "bench inject: 300 memories (hash-384, seed 0)" in table.stdout
+    assert "items injected per turn" in table.stdout
+    assert "warm-up of 2 turns" in table.stderr
+
+
+@pytest.mark.usefixtures("hash_env")
+def test_runs_time_with_the_embedder_that_built_the_store(tmp_path: Path) -> None:
+    prepared = bench.prepare_store(60, 0, home=None, cache_dir=tmp_path)
+    assert prepared.reused is False
+    built = prepared.embedder.seconds
+    assert built > 0  # the build embedded through it
+    result = bench.run_search(prepared, queries=5, warmup=1)
+    assert prepared.embedder.seconds > built  # no second embedder (no second model load)
+    assert result["queries"] == 5 and result["embed_share"] > 0
+    again = bench.prepare_store(60, 0, home=None, cache_dir=tmp_path)
+    assert again.reused is True and again.home == prepared.home
+    assert again.build.to_dict() == prepared.build.to_dict()
 
 
 @pytest.mark.usefixtures("hash_env")

@@ -149,13 +149,14 @@ def test_add_twice_is_hash_exact(cli: Cli) -> None:
 
 
 def test_add_prints_decision_and_ids(cli: Cli) -> None:
-    first = cli("add", "Bob waters the plants on Mondays.", "--owner", "bob")
-    assert "added" in first.stdout
-    second = cli("add", "Bob waters the plants on Mondays.", "--owner", "bob")
+    first = flat(cli("add", "Bob waters the plants on Mondays.", "--owner", "bob").stdout)
     memory_id = cli.json("list", "--owner", "bob")[0]["id"]
-    assert "hash_exact" in second.stdout
-    assert memory_id in second.stdout
-    assert "1.0000" in second.stdout  # the similarity
+    assert "decision added (stored as a memory of its own)" in first
+    assert f"memory {memory_id} matched - similarity -" in first
+    assert first.endswith("content Bob waters the plants on Mondays.")
+    second = flat(cli("add", "Bob waters the plants on Mondays.", "--owner", "bob").stdout)
+    assert "decision hash_exact (not stored again: the existing memory absorbed it)" in second
+    assert f"matched {memory_id} similarity 1.0000" in second
 
 
 def test_add_all_options(cli: Cli) -> None:
@@ -227,6 +228,10 @@ def test_import_reports_bad_lines_and_imports_the_rest(cli: Cli) -> None:
         assert reason in err.split(f"line {line}:")[1].split("error:")[0]
     for line in (1, 4, 8):
         assert f"line {line}:" not in err
+    assert f"{len(BAD_LINES)} bad line(s) not imported" in err
+    report = flat(result.stdout)
+    assert "imported 3 of 8 lines" in report and "added 3" in report
+    assert "3 new memories stored, 0 duplicates not stored again" in report
     stored = {(o, c) for o in ("alice", "bob") for c in cli.contents(o)}
     assert stored == GOOD_BAD_FILE  # the bad lines left nothing behind
     assert "Tabs are better than spaces." not in cli.contents("alice")
@@ -317,6 +322,36 @@ def test_list_get_update_history_forget(cli: Cli) -> None:
     missing = cli("get", memory_id, code=1)
     assert "no memory" in flat(missing.stderr)
     assert cli.json("get", memory_id, "--include-inactive")["status"] == "forgotten"
+
+
+def test_reads_and_writes_for_humans(cli: Cli) -> None:
+    memory_id = cli.json("add", "Alice works at Acme.", "--owner", "alice")["memory"]["id"]
+    listed = flat(cli("list", "--owner", "alice").stdout)
+    assert "1 memories of alice" in listed
+    assert "fact Alice works at Acme." in listed and memory_id in listed
+    assert flat(cli("list", "--owner", "bob").stdout) == "no memories for owner 'bob'"
+    assert "never changed" in cli("history", memory_id).stdout
+
+    updated = flat(cli("update", memory_id, "Alice works at Initech.").stdout)
+    assert updated == f"updated {memory_id} Alice works at Initech."
+    history = flat(cli("history", memory_id).stdout)
+    assert history.startswith("current: Alice works at Initech.")
+    assert "previous text" in history and "Alice works at Acme." in history
+    got = flat(cli("get", memory_id).stdout)
+    for line in (
+        f"id {memory_id}",
+        "content Alice works at Initech.",
+        "type fact",
+        "status active",
+        "owner alice",
+        "agent -",
+        "metadata {}",
+    ):
+        assert line in got
+
+    forgotten = flat(cli("forget", memory_id).stdout)
+    assert forgotten == f"forgotten {memory_id} Alice works at Initech."
+    assert "status forgotten" in flat(cli("get", memory_id, "--include-inactive").stdout)
 
 
 def test_get_shows_associations(cli: Cli) -> None:
@@ -450,10 +485,11 @@ def test_inject_prints_the_block_or_says_why_not(cli: Cli) -> None:
         "She codes in Python.",
     )
     assert result.stdout.startswith("[Context from memory]")
+    assert "turn 1 · " in result.stderr
     trivial = cli("inject", "ok", "--session", "s", "--owner", "alice")
     assert trivial.stdout == ""
-    assert "nothing injected" in flat(trivial.stderr)
-    assert "trivial" in trivial.stderr
+    assert "nothing injected: the prompt is trivial" in flat(trivial.stderr)
+    assert "turn 2 · 0 injected · skipped: trivial 1 · " in flat(trivial.stderr)
     empty = cli("inject", "What is the capital of Peru?", "--session", "s", "--owner", "nobody")
     assert empty.stdout == "" and "nothing injected" in flat(empty.stderr)
 

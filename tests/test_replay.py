@@ -132,8 +132,9 @@ def test_report_invariants(report: dict[str, Any]) -> None:
     assert 0 <= inj["skipped_turns"] < inj["turns"]
     assert inj["items"] > 0
     assert 0 < inj["tokens"] <= inj["tokens_naive"]
-    lat = inj["latency_ms"]
-    assert 0 <= lat["p50"] <= lat["p95"] <= lat["max"]
+    assert inj["tokens_ratio"] == round(inj["tokens"] / inj["tokens_naive"], 4)
+    for lat in (inj["latency_ms"], inj["latency_ms_searched"]):
+        assert 0 < lat["p50"] <= lat["p95"] <= lat["max"]
 
     assert ret["questions"] == _expected_questions()
     for block in (ret, ret["baselines"]["vector"], ret["baselines"]["fts"]):
@@ -144,10 +145,12 @@ def test_report_invariants(report: dict[str, Any]) -> None:
         assert sum(c["questions"] for c in block["by_category"].values()) == block["questions"]
     assert isinstance(report["seconds"], float)
 
+    # one conversation: its own sections are the totals
     (conv,) = report["per_conversation"]
     assert conv["sample_id"] == report["conversations"][0]
-    assert conv["retrieval"]["recall_at_10"] == ret["recall_at_10"]
-    assert conv["injection"]["tokens"] == inj["tokens"]
+    assert conv["memories"] == mem
+    assert conv["retrieval"] == ret
+    assert conv["injection"] == {k: v for k, v in inj.items() if k in conv["injection"]}
 
 
 def test_replay_into_kept_home_refuses_a_used_store(hash_home: Path, tmp_path: Path) -> None:
@@ -174,13 +177,43 @@ def test_cli_json_and_out(hash_home: Path, tmp_path: Path) -> None:
     assert printed["injection"]["repeated_within_window"] == 0
 
 
-def test_cli_table_and_errors(hash_home: Path, tmp_path: Path) -> None:
-    result = CliRunner().invoke(app, ["replay", str(SAMPLE)])
+def test_cli_tables_show_the_report(hash_home: Path, tmp_path: Path) -> None:
+    (conversation,) = json.loads(SAMPLE.read_text(encoding="utf-8"))
+    two = [{**conversation, "sample_id": name} for name in ("first", "second")]
+    path = tmp_path / "two.json"
+    path.write_text(json.dumps(two), encoding="utf-8")
+    out = tmp_path / "report.json"
+    result = CliRunner().invoke(app, ["replay", str(path), "--out", str(out)])
     assert result.exit_code == 0, result.output
-    assert "recall@10" in result.stdout and "repeated within" in result.stdout
+    report = json.loads(out.read_text(encoding="utf-8"))
+    ret, inj = report["retrieval"], report["injection"]
+    lines = result.stdout.splitlines()
+
+    def row(label: str) -> str:
+        return next(line for line in lines if label in line)
+
+    recall = row(f"all ({ret['questions']}) recall@10")
+    for block in (ret, ret["baselines"]["vector"], ret["baselines"]["fts"]):
+        assert f"{block['recall_at_10']:.3f}" in recall
+    tokens = f"{inj['tokens']:,} / {inj['tokens_naive']:,} ({inj['tokens_ratio']:.0%})"
+    assert tokens in result.stdout
+    assert row("repeated within").split("│")[-2].strip() == "0"
+    assert "Per conversation" in result.stdout
+    for conv in report["per_conversation"]:
+        cells = [c.strip() for c in row(f"│ {conv['sample_id']} ").split("│")[1:-1]]
+        assert cells[0] == conv["sample_id"]
+        assert cells[3] == f"{conv['retrieval']['recall_at_10']:.3f}"
+        assert cells[6] == f"{conv['injection']['tokens_ratio']:.0%}"
+    assert f"report written to {out}" in result.stdout
+
+
+def test_cli_errors(hash_home: Path, tmp_path: Path) -> None:
     missing = CliRunner().invoke(app, ["replay", str(tmp_path / "none.json")])
     assert missing.exit_code == 1
     assert "no such file" in missing.output
     bad = CliRunner().invoke(app, ["replay", str(SAMPLE), "--conversations", "7"])
     assert bad.exit_code == 1
     assert "out of range" in bad.output
+    folder = CliRunner().invoke(app, ["replay", str(SAMPLE), "--out", str(tmp_path)])
+    assert folder.exit_code == 1
+    assert "is a folder" in folder.output

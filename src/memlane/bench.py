@@ -23,7 +23,6 @@ order, and the first ``n`` memories of a longer stream are the ``n`` memories of
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import os
 import random
@@ -36,15 +35,21 @@ from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import numpy as np
 from numpy.typing import NDArray
+
+if TYPE_CHECKING:
+    from memlane.config import Settings
 
 #: Bumped whenever the generator's output changes (it is part of the cache key of built stores).
 GENERATOR_VERSION = 1
 #: Owner of every benchmark memory.
 OWNER = "bench"
+
+T = TypeVar("T")
+R = TypeVar("R")
 
 
 def _split(text: str, sep: str | None = None) -> list[str]:
@@ -1091,7 +1096,6 @@ class TimedEmbedder:
     def __init__(self, inner: Any) -> None:
         self.inner = inner
         self.seconds = 0.0
-        self.calls = 0
 
     @property
     def name(self) -> str:
@@ -1107,7 +1111,6 @@ class TimedEmbedder:
             return self.inner.embed_batch(texts)  # type: ignore[no-any-return]
         finally:
             self.seconds += time.perf_counter() - started
-            self.calls += 1
 
 
 def percentile(values: Sequence[float], q: float) -> float:
@@ -1124,6 +1127,41 @@ def latency_summary(ms: Sequence[float], prefix: str = "") -> dict[str, float]:
         f"{prefix}mean_ms": round(float(np.mean(ms)) if ms else 0.0, 3),
         f"{prefix}max_ms": round(max(ms) if ms else 0.0, 3),
     }
+
+
+@dataclass(slots=True)
+class _Timed(Generic[R]):
+    """Calls timed one by one: the milliseconds and the result of each, the seconds the untimed
+    warm-up took, and the milliseconds spent embedding during the timed calls."""
+
+    ms: list[float]
+    results: list[R]
+    warmup_seconds: float
+    embed_ms: float
+
+    @property
+    def embed_share(self) -> float:
+        total = sum(self.ms)
+        return round(self.embed_ms / total, 4) if total else 0.0
+
+
+def _time_calls(
+    timer: TimedEmbedder, warmup: Sequence[T], timed: Sequence[T], call: Callable[[T], R]
+) -> _Timed[R]:
+    """``call`` on each of ``warmup`` with no clock, then on each of ``timed``, one clock each."""
+    started = time.perf_counter()
+    for item in warmup:
+        call(item)
+    warmup_seconds = time.perf_counter() - started
+    ms: list[float] = []
+    results: list[R] = []
+    embed_before = timer.seconds
+    for item in timed:
+        started = time.perf_counter()
+        result = call(item)
+        ms.append((time.perf_counter() - started) * 1000.0)
+        results.append(result)
+    return _Timed(ms, results, warmup_seconds, (timer.seconds - embed_before) * 1000.0)
 
 
 # ----------------------------------------------------------------------------------- building
@@ -1161,17 +1199,18 @@ def build(
     n: int,
     *,
     batch: int = 256,
-    timer: TimedEmbedder | None = None,
+    timer: TimedEmbedder,
     progress: Callable[[int], None] | None = None,
 ) -> BuildStats:
     """Offer the first ``n`` memories of ``generator`` to ``engine.add_many`` in batches of
-    ``batch`` (dedup on, as configured). ``progress`` is called with the count done so far."""
+    ``batch`` (dedup on, as configured); ``timer`` is the engine's embedder. ``progress`` is
+    called with the count done so far."""
     from memlane.engine import MemoryInput
 
     stats = BuildStats(memories=n)
     engine.embed(["warm-up: loads the model", "before the clock starts"])  # not timed
     engine.embed(["a single text"])
-    embed_before = timer.seconds if timer else 0.0
+    embed_before = timer.seconds
     started = time.perf_counter()
     done = 0
     for start in range(0, n, batch):
@@ -1183,22 +1222,29 @@ def build(
         if progress is not None:
             progress(done)
     stats.seconds = time.perf_counter() - started
-    stats.embed_seconds = (timer.seconds - embed_before) if timer else 0.0
+    stats.embed_seconds = timer.seconds - embed_before
     stats.stored = int(engine.count(OWNER))
     return stats
 
 
-def open_engine(home: Path, *, timed: bool = True) -> tuple[Any, TimedEmbedder]:
-    """Open an engine on ``home`` with its configured embedder wrapped in a :class:`TimedEmbedder`."""
-    from memlane.config import Settings
+def timed_embedder(settings: Settings) -> TimedEmbedder:
+    """The embedder ``settings`` select, wrapped in a :class:`TimedEmbedder` (its model loads on
+    first use, not here)."""
     from memlane.embeddings import make_embedder
+
+    emb = settings.embedding
+    return TimedEmbedder(make_embedder(emb.provider, model=emb.model, dimension=emb.dimension))
+
+
+def open_engine(home: Path, timer: TimedEmbedder | None = None) -> tuple[Any, TimedEmbedder]:
+    """Open an engine on ``home`` embedding with ``timer``, else with the embedder its settings
+    select wrapped in a :class:`TimedEmbedder`."""
+    from memlane.config import Settings
     from memlane.engine import MemoryEngine
 
     settings = Settings.load(home)
-    emb = settings.embedding
-    timer = TimedEmbedder(make_embedder(emb.provider, model=emb.model, dimension=emb.dimension))
-    engine = MemoryEngine.open(home, settings, embedder=timer)
-    return engine, timer
+    timer = timer if timer is not None else timed_embedder(settings)
+    return MemoryEngine.open(home, settings, embedder=timer), timer
 
 
 def default_cache_dir() -> Path:
@@ -1219,24 +1265,21 @@ def store_key(embedder_name: str, n: int, seed: int) -> str:
     return f"{safe}-n{n}-seed{seed}-g{GENERATOR_VERSION}"
 
 
-def embedder_name_for(home: Path) -> str:
-    """The embedder ``home``'s settings select (without loading a model)."""
-    from memlane.config import Settings
-    from memlane.embeddings import make_embedder
-
-    emb = Settings.load(home).embedding
-    return str(make_embedder(emb.provider, model=emb.model, dimension=emb.dimension).name)
-
-
 @dataclass(slots=True)
 class PreparedStore:
+    """A home holding a bench store, how it was built, and the embedder to time runs with (the
+    one that built it, its model already loaded then)."""
+
     home: Path
     build: BuildStats
     reused: bool
+    embedder: TimedEmbedder
 
 
 @contextlib.contextmanager
 def _locked(path: Path) -> Iterator[None]:
+    import fcntl  # here, not at the top: memlane.replay imports this module for its percentiles
+
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("a") as fh:
         fcntl.flock(fh, fcntl.LOCK_EX)
@@ -1263,16 +1306,17 @@ def prepare_store(
     Raises:
         InvalidArgument: ``home`` holds a store that is not this benchmark's.
     """
-    from memlane.config import CONFIG_FILENAME
+    from memlane.config import CONFIG_FILENAME, Settings
     from memlane.errors import InvalidArgument
 
     in_cache = home is None
     if home is None:
-        name = embedder_name_for(Path(tempfile.gettempdir()) / "memlane-bench-none")
-        home = (cache_dir or default_cache_dir()) / store_key(name, n, seed)
+        # The cache's stores use the default settings (and MEMLANE_* variables), never a home's.
+        timer = timed_embedder(Settings.load(Path(tempfile.gettempdir()) / "memlane-bench-none"))
+        home = (cache_dir or default_cache_dir()) / store_key(timer.name, n, seed)
     else:
-        name = embedder_name_for(home)
-    key = store_key(name, n, seed)
+        timer = timed_embedder(Settings.load(home))
+    key = store_key(timer.name, n, seed)
     marker = home / MARKER
     lock = home / ".bench.lock"
     keep = (lock.name, CONFIG_FILENAME)
@@ -1294,7 +1338,7 @@ def prepare_store(
                     f"{home} holds the bench store {data.get('key')!r}, not {key!r}: "
                     "use another --home, or --rebuild to replace it"
                 )
-            return PreparedStore(home, BuildStats.from_dict(data["build"]), reused=True)
+            return PreparedStore(home, BuildStats.from_dict(data["build"]), True, timer)
         for child in home.iterdir():  # our own store (stale, or --rebuild): start afresh
             if child.name in keep:
                 continue
@@ -1302,15 +1346,13 @@ def prepare_store(
                 shutil.rmtree(child)
             else:
                 child.unlink()
-        engine, timer = open_engine(home)
-        try:
+        engine, _ = open_engine(home, timer)
+        with engine:
             stats = build(engine, Generator(seed), n, batch=batch, timer=timer, progress=progress)
-        finally:
-            engine.close()
         tmp = marker.with_suffix(".tmp")
         tmp.write_text(json.dumps({"key": key, "seed": seed, "build": stats.to_dict()}, indent=2))
         os.replace(tmp, marker)
-        return PreparedStore(home, stats, reused=False)
+        return PreparedStore(home, stats, False, timer)
 
 
 # ----------------------------------------------------------------------------------- runs
@@ -1328,45 +1370,65 @@ def run_add(
     single adds of the next memories of the stream (after ``warmup`` untimed ones)."""
     generator = Generator(seed)
     engine, timer = open_engine(home)
-    try:
+    with engine:
         stats = build(engine, generator, n, batch=batch, timer=timer, progress=progress)
         extra = generator.memories(warmup + singles, n)
-        for m in extra[:warmup]:
-            engine.add(m.content, type=m.type, owner=OWNER, source="bench")
-        single_ms: list[float] = []
-        single_decisions: Counter[str] = Counter()
-        embed_before = timer.seconds
-        for m in extra[warmup:]:
-            started = time.perf_counter()
-            result = engine.add(m.content, type=m.type, owner=OWNER, source="bench")
-            single_ms.append((time.perf_counter() - started) * 1000.0)
-            single_decisions[result.decision.value] += 1
-        single_embed = timer.seconds - embed_before
+        run = _time_calls(
+            timer,
+            extra[:warmup],
+            extra[warmup:],
+            lambda m: engine.add(m.content, type=m.type, owner=OWNER, source="bench"),
+        )
         stored = engine.count(OWNER)
-        model = timer.name
-    finally:
-        engine.close()
-    out: dict[str, Any] = {
+    single_decisions = Counter(r.decision.value for r in run.results)
+    return {
         "bench": "add",
         "memories": n,
         "seed": seed,
         "batch": batch,
-        "embedder": model,
+        "embedder": timer.name,
         "batch_per_second": round(n / stats.seconds, 2) if stats.seconds else 0.0,
         "build_seconds": round(stats.seconds, 3),
         "embed_seconds": round(stats.embed_seconds, 3),
         "embed_share": round(stats.embed_seconds / stats.seconds, 4) if stats.seconds else 0.0,
         "decisions": dict(sorted(stats.decisions.items())),
         "stored": stored,
-        "singles": len(single_ms),
+        "singles": len(run.ms),
         "single_warmup": warmup,
-        **latency_summary(single_ms, "single_"),
-        "single_embed_share": round(single_embed * 1000.0 / sum(single_ms), 4)
-        if single_ms
-        else 0.0,
+        **latency_summary(run.ms, "single_"),
+        "single_embed_share": run.embed_share,
         "single_decisions": dict(sorted(single_decisions.items())),
     }
-    return out
+
+
+def _time_on_store(
+    prepared: PreparedStore,
+    seed: int,
+    warmup: Sequence[T],
+    timed: Sequence[T],
+    call: Callable[[Any, T], R],
+) -> tuple[_Timed[R], dict[str, Any], dict[str, Any]]:
+    """Open the prepared store and time ``call(engine, item)`` (see :func:`_time_calls`).
+
+    Returns the timing and the keys every search/inject report starts and ends with."""
+    engine, timer = open_engine(prepared.home, prepared.embedder)
+    with engine:
+        run = _time_calls(timer, warmup, timed, lambda item: call(engine, item))
+        stored = engine.count(OWNER)
+    head = {
+        "memories": prepared.build.memories,
+        "stored": stored,
+        "seed": seed,
+        "embedder": timer.name,
+        "queries": len(run.ms),
+    }
+    tail = {
+        "warmup_queries": len(warmup),
+        "warmup_seconds": round(run.warmup_seconds, 3),
+        "build_seconds": round(prepared.build.seconds, 3),
+        "build_reused": prepared.reused,
+    }
+    return run, head, tail
 
 
 def _found(target: str | None, contents: Sequence[str]) -> bool:
@@ -1386,52 +1448,32 @@ def run_search(
 ) -> dict[str, Any]:
     """Time ``queries`` hybrid searches (hits and misses) on a prepared store, after ``warmup``
     untimed ones (model load, index load and first queries)."""
-    n = prepared.build.memories
-    generator = Generator(seed)
-    qs = generator.queries(warmup + queries, n)
-    engine, timer = open_engine(prepared.home)
-    try:
-        opened = time.perf_counter()
-        for q in qs[:warmup]:
-            engine.search(q.text, owner=OWNER, limit=limit)
-        warmup_s = time.perf_counter() - opened
-        all_ms: list[float] = []
-        hit_ms: list[float] = []
-        miss_ms: list[float] = []
-        found = 0
-        embed_before = timer.seconds
-        for q in qs[warmup:]:
-            started = time.perf_counter()
-            hits = engine.search(q.text, owner=OWNER, limit=limit)
-            ms = (time.perf_counter() - started) * 1000.0
-            all_ms.append(ms)
-            (hit_ms if q.hit else miss_ms).append(ms)
-            if q.hit and _found(q.target, [h.memory.content for h in hits]):
-                found += 1
-        embed_ms = (timer.seconds - embed_before) * 1000.0
-        stored = engine.count(OWNER)
-        model = timer.name
-    finally:
-        engine.close()
+    qs = Generator(seed).queries(warmup + queries, prepared.build.memories)
+    run, head, tail = _time_on_store(
+        prepared,
+        seed,
+        qs[:warmup],
+        qs[warmup:],
+        lambda engine, q: engine.search(q.text, owner=OWNER, limit=limit),
+    )
+    timed = list(zip(qs[warmup:], run.ms, run.results, strict=True))
+    hit_ms = [ms for q, ms, _ in timed if q.hit]
+    miss_ms = [ms for q, ms, _ in timed if not q.hit]
+    found = sum(
+        1 for q, _, hits in timed if q.hit and _found(q.target, [h.memory.content for h in hits])
+    )
     return {
         "bench": "search",
-        "memories": n,
-        "stored": stored,
-        "seed": seed,
-        "embedder": model,
-        "queries": len(all_ms),
+        **head,
         "hit_queries": len(hit_ms),
         "miss_queries": len(miss_ms),
         "limit": limit,
-        **latency_summary(all_ms),
+        **latency_summary(run.ms),
         "hit_p50_ms": round(percentile(hit_ms, 50), 3),
         "miss_p50_ms": round(percentile(miss_ms, 50), 3),
-        "embed_share": round(embed_ms / sum(all_ms), 4) if all_ms else 0.0,
+        "embed_share": run.embed_share,
         "recall_at_limit": round(found / len(hit_ms), 4) if hit_ms else 0.0,
-        "warmup_queries": warmup,
-        "warmup_seconds": round(warmup_s, 3),
-        "build_seconds": round(prepared.build.seconds, 3),
-        "build_reused": prepared.reused,
+        **tail,
     }
 
 
@@ -1445,50 +1487,35 @@ def run_inject(
 ) -> dict[str, Any]:
     """Time ``queries`` injection turns over ``sessions`` sessions (each turn with the session's
     two previous messages as ``recent``), after ``warmup`` untimed turns in other sessions."""
-    n = prepared.build.memories
-    generator = Generator(seed)
-    turns = generator.conversation(warmup + queries, n, sessions=sessions)
+    turns = Generator(seed).conversation(
+        warmup + queries, prepared.build.memories, sessions=sessions
+    )
     run_tag = f"bench-{os.getpid()}-{time.time_ns()}"
-    engine, timer = open_engine(prepared.home)
-    try:
-        opened = time.perf_counter()
-        for t in turns[:warmup]:
-            engine.inject(f"{run_tag}:warmup", t.text, owner=OWNER, recent=list(t.recent))
-        warmup_s = time.perf_counter() - opened
-        all_ms: list[float] = []
-        items = 0
-        blocks = 0
-        skipped: Counter[str] = Counter()
-        embed_before = timer.seconds
-        for t in turns[warmup:]:
-            started = time.perf_counter()
-            result = engine.inject(
-                f"{run_tag}:{t.session}", t.text, owner=OWNER, recent=list(t.recent)
-            )
-            all_ms.append((time.perf_counter() - started) * 1000.0)
-            items += len(result.items)
-            blocks += result.block is not None
-            skipped.update(result.skipped)
-        embed_ms = (timer.seconds - embed_before) * 1000.0
-        stored = engine.count(OWNER)
-        model = timer.name
-    finally:
-        engine.close()
+
+    def inject(engine: Any, item: tuple[str, Turn]) -> Any:
+        session, turn = item
+        return engine.inject(session, turn.text, owner=OWNER, recent=list(turn.recent))
+
+    run, head, tail = _time_on_store(
+        prepared,
+        seed,
+        [(f"{run_tag}:warmup", t) for t in turns[:warmup]],
+        [(f"{run_tag}:{t.session}", t) for t in turns[warmup:]],
+        inject,
+    )
+    skipped: Counter[str] = Counter()
+    for result in run.results:
+        skipped.update(result.skipped)
     return {
         "bench": "inject",
-        "memories": n,
-        "stored": stored,
-        "seed": seed,
-        "embedder": model,
-        "queries": len(all_ms),
+        **head,
         "sessions": sessions,
-        **latency_summary(all_ms),
-        "embed_share": round(embed_ms / sum(all_ms), 4) if all_ms else 0.0,
-        "items_per_turn": round(items / len(all_ms), 3) if all_ms else 0.0,
-        "turns_with_block": blocks,
+        **latency_summary(run.ms),
+        "embed_share": run.embed_share,
+        "items_per_turn": (
+            round(sum(len(r.items) for r in run.results) / len(run.ms), 3) if run.ms else 0.0
+        ),
+        "turns_with_block": sum(1 for r in run.results if r.block is not None),
         "skipped": dict(sorted(skipped.items())),
-        "warmup_queries": warmup,
-        "warmup_seconds": round(warmup_s, 3),
-        "build_seconds": round(prepared.build.seconds, 3),
-        "build_reused": prepared.reused,
+        **tail,
     }

@@ -27,7 +27,6 @@ the kept history after each turn.
 from __future__ import annotations
 
 import json
-import math
 import re
 import tempfile
 import time
@@ -38,6 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from memlane.bench import percentile
 from memlane.config import Settings
 from memlane.embeddings import Embedder
 from memlane.engine import MemoryEngine, MemoryInput
@@ -154,7 +154,6 @@ class Conversation:
     questions: tuple[Question, ...]
     #: Questions of categories 1-4 left out because none of their evidence resolves.
     unresolved_questions: int = 0
-    turn_ids: frozenset[str] = field(default_factory=frozenset)
 
     @property
     def turns(self) -> int:
@@ -254,7 +253,6 @@ def _parse_conversation(item: object, n: int, path: Path) -> Conversation:
         observations=observations,
         questions=tuple(questions),
         unresolved_questions=unresolved,
-        turn_ids=turn_ids,
     )
 
 
@@ -507,19 +505,10 @@ def _replay_one(
 # --------------------------------------------------------------------------- the report
 
 
-def _percentile(values: Sequence[float], q: float) -> float:
-    """Nearest-rank percentile (``q`` in 0..100); 0.0 for no values."""
-    if not values:
-        return 0.0
-    ordered = sorted(values)
-    rank = max(1, math.ceil(q / 100.0 * len(ordered)))
-    return ordered[min(rank, len(ordered)) - 1]
-
-
 def _latency(values: Sequence[float]) -> dict[str, float]:
     return {
-        "p50": round(_percentile(values, 50), 3),
-        "p95": round(_percentile(values, 95), 3),
+        "p50": round(percentile(values, 50), 3),
+        "p95": round(percentile(values, 95), 3),
         "max": round(max(values, default=0.0), 3),
     }
 

@@ -9,14 +9,22 @@ from __future__ import annotations
 import json
 import logging
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
-from rich.markup import escape
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+from rich.text import Text
 
 from memlane.errors import MemlaneError
 
@@ -52,8 +60,6 @@ AgentOption = Annotated[
     str | None, typer.Option("--agent", help="Agent scope (omit for all agents of the owner).")
 ]
 
-T = TypeVar("T")
-
 
 @app.callback()
 def _main(
@@ -82,23 +88,34 @@ def print_json(data: Any) -> None:
     sys.stdout.write(json.dumps(data, ensure_ascii=False, indent=2, default=str) + "\n")
 
 
+def print_error(message: str) -> None:
+    """``error: message`` on stderr (the message printed verbatim, brackets included)."""
+    err.print(Text.assemble(("error:", "bold red"), " ", message))
+
+
+def fail(message: str) -> typer.Exit:
+    """Print ``error: message`` on stderr; return the exit (code 1) for the caller to raise."""
+    print_error(message)
+    return typer.Exit(code=1)
+
+
 @contextmanager
 def handle_errors() -> Iterator[None]:
     """Turn memlane errors into ``error: <message>`` on stderr and exit code 1 (2 for usage)."""
     try:
         yield
     except MemlaneError as exc:
-        err.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, markup=True)
-        raise typer.Exit(code=1) from None
+        raise fail(str(exc)) from None
 
 
-def open_engine(home: Path | None) -> Any:
-    """Open the engine for ``--home`` (errors become clean CLI errors via handle_errors)."""
-    from memlane.engine import MemoryEngine
-
-    return MemoryEngine.open(home)
-
-
-def run(fn: Callable[[], T]) -> T:
-    with handle_errors():
-        return fn()
+def progress_bar(*, transient: bool = False, remaining: bool = False) -> Progress:
+    """A progress bar on stderr (stdout stays clean for data and ``--json``): the time elapsed, or
+    the time left with ``remaining``; ``transient`` clears it when done."""
+    return Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeRemainingColumn() if remaining else TimeElapsedColumn(),
+        console=err,
+        transient=transient,
+    )

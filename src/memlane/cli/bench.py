@@ -10,10 +10,18 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
-from memlane.cli.app import JsonOption, app, err, handle_errors, out, print_json
+from memlane.cli.app import (
+    JsonOption,
+    app,
+    err,
+    fail,
+    handle_errors,
+    out,
+    print_json,
+    progress_bar,
+)
 
 bench_app = typer.Typer(
     help="Benchmarks on seeded synthetic memories: write, search and injection latency.",
@@ -56,18 +64,9 @@ BenchHomeOption = Annotated[
 
 
 @contextmanager
-def _progress(total: int, label: str, enabled: bool = True) -> Iterator[Callable[[int], None]]:
+def _progress(total: int, label: str) -> Iterator[Callable[[int], None]]:
     """A progress bar on stderr; yields ``update(done)``."""
-    if not enabled:
-        yield lambda done: None
-        return
-    columns = (
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeRemainingColumn(),
-    )
-    with Progress(*columns, console=err, transient=True) as bar:
+    with progress_bar(transient=True, remaining=True) as bar:
         task = bar.add_task(label, total=total)
         yield lambda done: bar.update(task, completed=done)
 
@@ -85,13 +84,23 @@ def _home_or_temp(home: Path | None) -> Iterator[Path]:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def _table(title: str, rows: list[tuple[str, Any]]) -> None:
-    table = Table(title=title, show_header=False, title_justify="left")
+def _show(result: dict[str, Any], json_out: bool, rows: list[tuple[str, str]], note: str) -> None:
+    """The result as JSON on stdout, or as a table of ``rows`` with ``note`` on stderr."""
+    if json_out:
+        print_json(result)
+        return
+    table = Table(
+        title=f"bench {result['bench']}: {result['memories']:,} memories "
+        f"({result['embedder']}, seed {result['seed']})",
+        show_header=False,
+        title_justify="left",
+    )
     table.add_column("metric", style="bold")
     table.add_column("value", justify="right")
     for name, value in rows:
-        table.add_row(name, str(value))
+        table.add_row(name, value)
     out.print(table)
+    err.print(note)
 
 
 def _decisions(d: dict[str, int]) -> str:
@@ -117,18 +126,14 @@ def add_cmd(
 
     with handle_errors(), _home_or_temp(home) as where:
         if home is not None and any(p.name != "memlane.toml" for p in where.iterdir()):
-            from memlane.errors import InvalidArgument
-
-            raise InvalidArgument(f"{where} is not empty: bench add needs a new or empty --home")
+            raise fail(f"{where} is not empty: bench add needs a new or empty --home")
         with _progress(memories, "adding") as update:
             result = bench.run_add(
                 memories, home=where, seed=seed, batch=batch, singles=singles, progress=update
             )
-    if json_out:
-        print_json(result)
-        return
-    _table(
-        f"bench add: {memories:,} memories ({result['embedder']}, seed {seed})",
+    _show(
+        result,
+        json_out,
         [
             ("batched add, memories/s", f"{result['batch_per_second']:,.1f}"),
             ("build seconds", f"{result['build_seconds']:,.1f}"),
@@ -140,9 +145,7 @@ def add_cmd(
             ("single add max ms", f"{result['single_max_ms']:.1f}"),
             ("embedding share of single adds", f"{result['single_embed_share']:.0%}"),
         ],
-    )
-    err.print(
-        f"(first {result['single_warmup']} single adds not timed; medians and p95 of one run)"
+        f"(first {result['single_warmup']} single adds not timed; medians and p95 of one run)",
     )
 
 
@@ -205,11 +208,9 @@ def search_cmd(
     with handle_errors():
         prepared = _prepare(memories, seed, home, cache_dir, rebuild, batch)
         result = bench.run_search(prepared, seed=seed, queries=queries, warmup=warmup)
-    if json_out:
-        print_json(result)
-        return
-    _table(
-        f"bench search: {memories:,} memories ({result['embedder']}, seed {seed})",
+    _show(
+        result,
+        json_out,
         [
             *_latency_rows(result),
             ("p50 ms, questions about a stored fact", f"{result['hit_p50_ms']:.1f}"),
@@ -217,8 +218,8 @@ def search_cmd(
             (f"stored fact in the top {result['limit']}", f"{result['recall_at_limit']:.0%}"),
             ("build seconds", f"{result['build_seconds']:,.1f}"),
         ],
+        f"(warm-up of {warmup} queries, model and index load included, not timed)",
     )
-    err.print(f"(warm-up of {warmup} queries, model and index load included, not timed)")
 
 
 @bench_app.command("inject")
@@ -248,16 +249,14 @@ def inject_cmd(
         result = bench.run_inject(
             prepared, seed=seed, queries=queries, sessions=sessions, warmup=warmup
         )
-    if json_out:
-        print_json(result)
-        return
-    _table(
-        f"bench inject: {memories:,} memories ({result['embedder']}, seed {seed})",
+    _show(
+        result,
+        json_out,
         [
             *_latency_rows(result),
             ("items injected per turn", f"{result['items_per_turn']:.1f}"),
             ("skipped", _decisions(result["skipped"]) or "-"),
             ("build seconds", f"{result['build_seconds']:,.1f}"),
         ],
+        f"(warm-up of {warmup} turns, model and index load included, not timed)",
     )
-    err.print(f"(warm-up of {warmup} turns, model and index load included, not timed)")

@@ -17,8 +17,18 @@ import numpy as np
 import typer
 from rich.text import Text
 
-from memlane.cli.app import HomeOption, JsonOption, app, err, handle_errors, print_json
-from memlane.cli.memories import command, decision_text, fail, progress_bar, table
+from memlane._text import normalise
+from memlane.cli.app import (
+    HomeOption,
+    JsonOption,
+    app,
+    err,
+    fail,
+    handle_errors,
+    print_json,
+    progress_bar,
+)
+from memlane.cli.memories import command, decision_text, table
 from memlane.config import Settings
 from memlane.engine import MemoryEngine, MemoryInput
 from memlane.errors import InvalidMemory
@@ -110,7 +120,8 @@ def _read_pairs(file: Path, id_column: str, limit: int | None) -> tuple[list[_Ro
 
 
 def _same_words(a: str, b: str) -> bool:
-    return sorted(a.lower().split()) == sorted(b.lower().split())
+    """The same words in any order (after the write path's :func:`normalise`)."""
+    return sorted(normalise(a).split()) == sorted(normalise(b).split())
 
 
 def _offer(

@@ -12,14 +12,13 @@ import inspect
 import json
 import sys
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
 import typer
 from rich import box
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 from rich.text import Text
 
@@ -30,9 +29,12 @@ from memlane.cli.app import (
     OwnerOption,
     app,
     err,
+    fail,
     handle_errors,
     out,
+    print_error,
     print_json,
+    progress_bar,
 )
 from memlane.engine import MemoryEngine, MemoryInput
 from memlane.errors import InvalidMemory, MemlaneError
@@ -54,6 +56,11 @@ DECISION_NAMES = ", ".join(d.value for d in Decision)
 IMPORT_CHUNK = 256
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+MemoryIdArgument = Annotated[
+    str, typer.Argument(metavar="ID", help="Memory id.", show_default=False)
+]
+LimitOption = Annotated[int, typer.Option("--limit", "-n", min=1, help="At most this many.")]
 
 # --------------------------------------------------------------------------------- helpers
 
@@ -86,23 +93,6 @@ def engine_for(home: Path | None) -> Iterator[MemoryEngine]:
             engine.close()
 
 
-def fail(message: str) -> typer.Exit:
-    """Print ``error: message`` on stderr; return the exit (code 1) for the caller to raise."""
-    err.print(Text.assemble(("error:", "bold red"), " ", message))
-    return typer.Exit(code=1)
-
-
-def progress_bar() -> Progress:
-    """A progress bar on stderr (stdout stays clean for data and ``--json``)."""
-    return Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=err,
-    )
-
-
 _DECISION_STYLE = {
     Decision.ADDED: "green",
     Decision.GRAY_KEEP: "cyan",
@@ -120,6 +110,21 @@ def decision_text(decision: Decision | str) -> Text:
 def table(title: str | None = None) -> Table:
     """A table for humans: light borders so the text columns get the width."""
     return Table(title=title, box=box.SIMPLE_HEAD, title_justify="left", pad_edge=False)
+
+
+def key_value_grid(rows: Iterable[tuple[str, str | Text]]) -> Table:
+    """Borderless ``key  value`` lines, the keys in bold (values printed verbatim)."""
+    grid = Table.grid(padding=(0, 2))
+    grid.add_column(style="bold")
+    grid.add_column()
+    for key, value in rows:
+        grid.add_row(key, Text(value) if isinstance(value, str) else value)
+    return grid
+
+
+def counts_text(counts: Mapping[str, int]) -> str:
+    """``"a 2, b 1"``: the counts sorted by name (empty for none)."""
+    return ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
 
 
 def memory_cell(memory: Memory, *, with_type: bool = False) -> Text:
@@ -165,10 +170,7 @@ def memory_table(memories: Sequence[Memory], title: str | None = None) -> Table:
 
 
 def print_memory(memory: Memory) -> None:
-    table = Table.grid(padding=(0, 2))
-    table.add_column(style="bold")
-    table.add_column()
-    for key, value in (
+    rows = (
         ("id", memory.id),
         ("content", memory.content),
         ("type", memory.type.value),
@@ -183,9 +185,8 @@ def print_memory(memory: Memory) -> None:
         ("created", memory.created_at.isoformat()),
         ("updated", memory.updated_at.isoformat()),
         ("metadata", json.dumps(dict(memory.metadata), ensure_ascii=False) or "{}"),
-    ):
-        table.add_row(key, Text(value))
-    out.print(table)
+    )
+    out.print(key_value_grid(rows))
 
 
 def history_table(versions: Sequence[MemoryVersion]) -> Table:
@@ -263,22 +264,21 @@ def add(
     if as_json:
         print_json(write_result_dict(result))
         return
-    grid = Table.grid(padding=(0, 2))
-    grid.add_column(style="bold")
-    grid.add_column()
     note = (
         "  (not stored again: the existing memory absorbed it)"
         if result.duplicate
         else "  (stored as a memory of its own)"
     )
-    grid.add_row("decision", Text.assemble(decision_text(result.decision), (note, "dim")))
-    grid.add_row("memory", result.memory.id)
-    grid.add_row("matched", result.matched_id or "-")
-    grid.add_row("similarity", _short(result.similarity))
+    rows: list[tuple[str, str | Text]] = [
+        ("decision", Text.assemble(decision_text(result.decision), (note, "dim"))),
+        ("memory", result.memory.id),
+        ("matched", result.matched_id or "-"),
+        ("similarity", _short(result.similarity)),
+    ]
     if result.reasoning:
-        grid.add_row("reason", Text(result.reasoning))
-    grid.add_row("content", Text(result.memory.content))
-    out.print(grid)
+        rows.append(("reason", result.reasoning))
+    rows.append(("content", result.memory.content))
+    out.print(key_value_grid(rows))
 
 
 # --------------------------------------------------------------------------------- import
@@ -403,7 +403,7 @@ def import_(
         out.print(t)
         out.print(f"{stored} new memories stored, {imported - stored} duplicates not stored again")
         for e in errors:
-            err.print(Text.assemble(("error:", "bold red"), f" line {e['line']}: {e['error']}"))
+            print_error(f"line {e['line']}: {e['error']}")
         if errors:
             err.print(
                 Text(
@@ -425,7 +425,7 @@ def list_(
     type: Annotated[
         str | None, typer.Option("--type", "-t", help=f"Only this type: {TYPE_NAMES}.")
     ] = None,
-    limit: Annotated[int, typer.Option("--limit", "-n", min=1, help="At most this many.")] = 100,
+    limit: LimitOption = 100,
     home: HomeOption = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -446,7 +446,7 @@ def list_(
 
 @command(app, "get")
 def get(
-    memory_id: Annotated[str, typer.Argument(metavar="ID", help="Memory id.", show_default=False)],
+    memory_id: MemoryIdArgument,
     include_inactive: Annotated[
         bool,
         typer.Option("--include-inactive", help="Also show a forgotten or superseded memory."),
@@ -477,7 +477,7 @@ def get(
 
 @command(app, "history")
 def history(
-    memory_id: Annotated[str, typer.Argument(metavar="ID", help="Memory id.", show_default=False)],
+    memory_id: MemoryIdArgument,
     home: HomeOption = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -500,7 +500,7 @@ def history(
 
 @command(app, "update")
 def update(
-    memory_id: Annotated[str, typer.Argument(metavar="ID", help="Memory id.", show_default=False)],
+    memory_id: MemoryIdArgument,
     text: Annotated[str, typer.Argument(help="The new text.", show_default=False)],
     home: HomeOption = None,
     as_json: JsonOption = False,
@@ -519,7 +519,7 @@ def update(
 
 @command(app, "forget")
 def forget(
-    memory_id: Annotated[str, typer.Argument(metavar="ID", help="Memory id.", show_default=False)],
+    memory_id: MemoryIdArgument,
     home: HomeOption = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -543,7 +543,7 @@ def dedup_log(
     decision: Annotated[
         str | None, typer.Option("--decision", "-d", help=f"Only this decision: {DECISION_NAMES}.")
     ] = None,
-    limit: Annotated[int, typer.Option("--limit", "-n", min=1, help="At most this many.")] = 100,
+    limit: LimitOption = 100,
     home: HomeOption = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -649,8 +649,7 @@ def why_nothing(injection: Injection) -> str:
         if injection.skipped.get(key):
             return why
     if injection.skipped:
-        counts = ", ".join(f"{k} {v}" for k, v in sorted(injection.skipped.items()))
-        return f"every candidate was left out ({counts})"
+        return f"every candidate was left out ({counts_text(injection.skipped)})"
     return "no memory is relevant to this message"
 
 
@@ -685,7 +684,7 @@ def inject(
         out.print(Text(injection.block))
     else:
         err.print(Text(f"nothing injected: {why_nothing(injection)}", style="dim"))
-    skipped = ", ".join(f"{k} {v}" for k, v in sorted(injection.skipped.items())) or "none"
+    skipped = counts_text(injection.skipped) or "none"
     err.print(
         Text(
             f"turn {injection.turn} · {len(injection.items)} injected · skipped: {skipped} · "

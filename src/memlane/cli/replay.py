@@ -10,10 +10,9 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from memlane.cli.app import JsonOption, app, err, handle_errors, out, print_json
+from memlane.cli.app import JsonOption, app, handle_errors, out, print_json, progress_bar
 from memlane.errors import InvalidArgument
 
 
@@ -24,14 +23,7 @@ def run_replay(chosen: list[Any], *, home: Path | None = None, source: str) -> d
 
     with (
         open_replay_engine(home, owners=[c.sample_id for c in chosen]) as engine,
-        Progress(
-            TextColumn("[progress.description]{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            console=err,
-            transient=True,
-        ) as bar,
+        progress_bar(transient=True) as bar,
     ):
         task = bar.add_task("loading the model", total=None)
 
@@ -140,14 +132,13 @@ def print_summary(report: dict[str, Any]) -> None:
     table = Table(title="Injection and memories")
     table.add_column("metric")
     table.add_column("value", justify="right")
-    ratio = inj["tokens"] / inj["tokens_naive"] if inj["tokens_naive"] else 0.0
     lat = inj["latency_ms"]
     rows = [
         ("turns injected / without a block", f"{inj['turns']} / {inj['skipped_turns']}"),
         ("items injected", str(inj["items"])),
         (
             f"tokens ({inj['tokenizer'].split(' ')[0]}) vs naive top-k every turn",
-            f"{inj['tokens']:,} / {inj['tokens_naive']:,} ({ratio:.0%})",
+            f"{inj['tokens']:,} / {inj['tokens_naive']:,} ({inj['tokens_ratio']:.0%})",
         ),
         ("latency p50 / p95 / max ms", f"{lat['p50']:.1f} / {lat['p95']:.1f} / {lat['max']:.1f}"),
         (

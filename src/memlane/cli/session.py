@@ -13,7 +13,7 @@ from rich.table import Table
 from rich.text import Text
 
 from memlane.cli.app import HomeOption, JsonOption, OwnerOption, app, out, print_json
-from memlane.cli.memories import command, engine_for, table
+from memlane.cli.memories import command, counts_text, engine_for, key_value_grid, table
 from memlane.types import ResetReason, SessionState
 
 REASON_NAMES = ", ".join(r.value for r in ResetReason)
@@ -31,24 +31,21 @@ SessionArgument = Annotated[
 
 
 def _state_grid(state: SessionState) -> Table:
-    grid = Table.grid(padding=(0, 2))
-    grid.add_column(style="bold")
-    grid.add_column()
     reset = (
         "never"
         if state.last_reset_at is None
         else f"{state.last_reset_at.isoformat()} ({state.last_reset_reason})"
     )
-    for key, value in (
-        ("session", state.session),
-        ("owner", state.owner),
-        ("turn", str(state.turn)),
-        ("injected", f"{len(state.injected)} memories tracked in the window"),
-        ("last reset", reset),
-        ("updated", "-" if state.updated_at is None else state.updated_at.isoformat()),
-    ):
-        grid.add_row(key, Text(value))
-    return grid
+    return key_value_grid(
+        [
+            ("session", state.session),
+            ("owner", state.owner),
+            ("turn", str(state.turn)),
+            ("injected", f"{len(state.injected)} memories tracked in the window"),
+            ("last reset", reset),
+            ("updated", "-" if state.updated_at is None else state.updated_at.isoformat()),
+        ]
+    )
 
 
 @command(session_app, "reset")
@@ -132,7 +129,7 @@ def show(
         t.add_column("skipped")
         t.add_column("ms", justify="right", no_wrap=True)
         for e in recent:
-            skipped = ", ".join(f"{k} {v}" for k, v in sorted(e["skipped"].items())) or "-"
+            skipped = counts_text(e["skipped"]) or "-"
             t.add_row(
                 str(e["turn"]),
                 str(e["created_at"])[:19].replace("T", " "),
