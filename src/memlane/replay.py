@@ -44,7 +44,6 @@ from memlane.engine import MemoryEngine, MemoryInput
 from memlane.errors import InvalidArgument
 from memlane.history import estimate_tokens, is_injection_block, with_injection
 from memlane.injection.pipeline import build_query, format_block
-from memlane.retrieval import search
 from memlane.types import MemoryType
 
 __all__ = [
@@ -462,7 +461,9 @@ def _replay_one(
 
             # What injecting the top max_total results on every turn, no dedup, would cost.
             query = build_query(text, recent, cfg)
-            naive = search(engine, query, owner=owner, limit=cfg.max_total, record_access=False)
+            naive = engine.retriever.search(
+                query, owner=owner, limit=cfg.max_total, record_access=False
+            )
             naive_block = format_block([], [h.memory for h in naive])
             naive_tokens = count_tokens(naive_block) if naive_block else 0
             st.tokens_naive += naive_tokens

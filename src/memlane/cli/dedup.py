@@ -28,7 +28,7 @@ from memlane.cli.app import (
     print_json,
     progress_bar,
 )
-from memlane.cli.memories import command, decision_text, table
+from memlane.cli.render import command, decision_text, table
 from memlane.config import Settings
 from memlane.engine import MemoryEngine, MemoryInput
 from memlane.errors import InvalidMemory
