@@ -26,6 +26,8 @@ from memlane.cli.app import (
 )
 from memlane.cli.memories import command, decision_text, table
 from memlane.config import Settings
+from memlane.embeddings import make_embedder
+from memlane.errors import InvalidArgument
 from memlane.types import Decision
 
 if TYPE_CHECKING:
@@ -172,3 +174,65 @@ def _print_summary(summary: dict[str, Any], bad: Sequence[PairRow], score_duplic
                     f"{metrics['same_words_label0']} marked duplicate"
                 )
             )
+
+
+@command(dedup_app, "calibrate")
+def calibrate(
+    files: Annotated[
+        list[Path] | None,
+        typer.Argument(
+            help="Labelled TSV files (sentence1, sentence2, label or score). Default: "
+            "paws/paws_dev.tsv and stsb/stsb_dev.tsv under --data.",
+            show_default=False,
+        ),
+    ] = None,
+    data: Annotated[
+        Path,
+        typer.Option("--data", help="Folder of the default files (../shared/data/README.md)."),
+    ] = Path("../shared/data"),
+    auto_reject: Annotated[
+        float | None,
+        typer.Option(
+            "--auto-reject", min=0.0, max=1.0, help="auto_reject threshold. Default: [dedup]."
+        ),
+    ] = None,
+    cos_low: Annotated[
+        float,
+        typer.Option("--cos-low", min=0.0, max=1.0, help="Lowest cosine-only threshold."),
+    ] = 0.70,
+    home: HomeOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Sweep the replace threshold on labelled pairs with the write path's own decision.
+
+    Each pair is embedded with the model of --home's settings; for every replace threshold from
+    0.80 to 0.98, sentence2 gets the decision the write path (no LLM) would take against
+    sentence1: the content-hash check, then memlane.dedup.pipeline.decide with the [dedup]
+    settings. Prints precision, recall and the swap pairs merged per threshold, next to the
+    cosine-only rule. See docs/dedup.md.
+
+    Example:  memlane dedup calibrate --data ../shared/data
+    """
+    from memlane.eval import calibrate as sweep
+
+    results: dict[str, Any] = {}
+    with handle_errors():
+        settings = Settings.load(home)
+        dedup = settings.dedup
+        if auto_reject is not None:
+            dedup = dedup.model_copy(update={"auto_reject": auto_reject})
+        paths = files or [data / name for name in sweep.DEFAULT_FILES]
+        emb = settings.embedding
+        embedder = make_embedder(emb.provider, model=emb.model, dimension=emb.dimension)
+        for path in paths:
+            pairs = sweep.load_pairs(path)
+            if not pairs:
+                raise InvalidArgument(f"{path} has no labelled pairs (a label or score column)")
+            cos = sweep.cosines(embedder, pairs)
+            results[path.stem] = sweep.evaluate(pairs, cos, dedup, cos_low)
+    if as_json:
+        print_json(results)
+        return
+    for name, res in results.items():
+        for line in sweep.report_lines(name, res):
+            typer.echo(line)
