@@ -50,7 +50,12 @@ from memlane.eval.replay.report import (
     build_report,
 )
 from memlane.history import estimate_tokens, is_injection_block, with_injection
-from memlane.injection.pipeline import build_query, format_block
+from memlane.injection import format_block
+
+# Not on the engine's public API yet: the query injection builds from a turn, and a search that
+# does not count as an access (engine.search would touch the memories and so change the replay's
+# own later results). The naive-tokens baseline needs both.
+from memlane.injection.pipeline import build_query
 from memlane.retrieval import search
 from memlane.types import MemoryType
 
