@@ -46,6 +46,8 @@ def percentile(values: Sequence[float], q: float) -> float:
 
 
 def latency_summary(ms: Sequence[float], prefix: str = "") -> dict[str, float]:
+    """``{prefix}p50_ms``, ``p95_ms``, ``mean_ms``, ``max_ms`` of ``ms`` (milliseconds, rounded
+    to 3 decimals; 0.0 for no values): the latency keys of every bench report."""
     return {
         f"{prefix}p50_ms": round(percentile(ms, 50), 3),
         f"{prefix}p95_ms": round(percentile(ms, 95), 3),

@@ -29,6 +29,9 @@ OWNER = "bench"
 
 @dataclass(slots=True)
 class BuildStats:
+    """How a bench store was built: memories offered and stored, seconds (all, and embedding),
+    write-path decision -> count. Saved in the store's ``bench.json`` marker (:meth:`to_dict`)."""
+
     memories: int = 0
     seconds: float = 0.0
     embed_seconds: float = 0.0
