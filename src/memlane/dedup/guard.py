@@ -57,6 +57,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
+from memlane._text import canonical
 from memlane.dedup.numbers import NUMBER_WORDS, NumberReader, Token
 from memlane.dedup.words import POSSESSIVE, join_compounds, stem, tokens
 
@@ -65,6 +66,7 @@ __all__ = [
     "GuardResult",
     "GuardVerdict",
     "compare",
+    "compound_variant",
     "content_words",
     "negated",
     "numbers",
@@ -221,6 +223,28 @@ def _compound_analyses(existing: str, new: str) -> tuple[_Analysis, _Analysis]:
         _analyse(join_compounds(old, cur_words, _KEEP_APART)),
         _analyse(join_compounds(cur, old_words, _KEEP_APART)),
     )
+
+
+def compound_variant(existing: str, new: str) -> bool:
+    """True when ``existing`` and ``new`` are the same text up to how a compound is written.
+
+    That is, the words of :func:`memlane._text.canonical` (case, whitespace, edge punctuation,
+    quote forms and hyphens already gone) are equal once each run of 2 to 4 words of one text that
+    the other writes as one word is joined (:func:`memlane.dedup.words.join_compounds`; never
+    articles, negations or number words): "Bob founded a start up." / "bob founded a startup" is
+    True; "Bob founded a start up in 2019" / "Bob founded a startup" or "... startups" is False.
+    Much stricter than :attr:`GuardVerdict.SAME` (no word may be added, dropped, inflected or
+    moved): this is the duplicate class of the content hash (``ARCHITECTURE.md``, "Write path",
+    step 2) plus the spaced compound that a hash cannot see without a dictionary. The write path
+    keeps the existing memory for such a text whatever the cosine (:mod:`memlane.dedup.pipeline`):
+    the default model scores "startup" / "start up" at only about 0.95 and "cowboy" / "cow boy"
+    at 0.84 (docs/dedup.md).
+    """
+    old, cur = canonical(existing).split(), canonical(new).split()
+    if old == cur:
+        return True
+    joined_old = join_compounds(old, {stem(w) for w in cur}, _KEEP_APART)
+    return joined_old == join_compounds(cur, {stem(w) for w in old}, _KEEP_APART)
 
 
 # --- comparison -------------------------------------------------------------------------------
