@@ -217,11 +217,9 @@ def _compound_analyses(existing: str, new: str) -> tuple[_Analysis, _Analysis]:
     """:func:`_analyse` of both texts after joining each one's compounds that the other writes as
     one word."""
     old, cur = tokens(existing), tokens(new)
-    old_words = {stem(w) for w in old if isinstance(w, str)}
-    cur_words = {stem(w) for w in cur if isinstance(w, str)}
     return (
-        _analyse(join_compounds(old, cur_words, _KEEP_APART)),
-        _analyse(join_compounds(cur, old_words, _KEEP_APART)),
+        _analyse(join_compounds(old, cur, _KEEP_APART)),
+        _analyse(join_compounds(cur, old, _KEEP_APART)),
     )
 
 
@@ -243,8 +241,7 @@ def compound_variant(existing: str, new: str) -> bool:
     old, cur = canonical(existing).split(), canonical(new).split()
     if old == cur:
         return True
-    joined_old = join_compounds(old, {stem(w) for w in cur}, _KEEP_APART)
-    return joined_old == join_compounds(cur, {stem(w) for w in old}, _KEEP_APART)
+    return join_compounds(old, cur, _KEEP_APART) == join_compounds(cur, old, _KEEP_APART)
 
 
 # --- comparison -------------------------------------------------------------------------------

@@ -123,24 +123,30 @@ def stem(word: str) -> str:
 
 
 def join_compounds(
-    words: Sequence[Token], joined: Collection[str], keep_apart: Collection[str]
+    words: Sequence[Token], other: Sequence[Token], keep_apart: Collection[str]
 ) -> list[Token]:
-    """``words`` with each run of 2 to 4 adjacent words that the other text writes as one word
+    """``words`` with each run of 2 to 4 adjacent words that the ``other`` text writes as one word
     merged into that word: "start up" or "start-up" (tokenised alike) -> ``startup`` when
-    ``joined`` (the :func:`stem`-med words of the other text) holds ``stem("startup")``.
+    ``other`` has ``startup``; "start ups" -> ``startups`` when it has ``startups`` or
+    ``startup`` (the last part is :func:`stem`-med, never the whole run: "guitar ring" must not
+    stem to "guitar").
 
     Only plain alphabetic words are merged, never one of ``keep_apart`` (the guard passes its
     articles, negations and number words, so "a part" never becomes "apart", "not ice" never
     "notice"); the longest run wins, left to right. Without a dictionary a spaced compound can only
     be recognised against a text that writes it joined, which is what the guard compares.
     """
+    targets = {form for w in other if isinstance(w, str) for form in (w, stem(w))}
     out: list[Token] = []
     i = 0
     while i < len(words):
         for n in range(min(_MAX_PARTS, len(words) - i), 1, -1):
             run = words[i : i + n]
             parts = [w for w in run if isinstance(w, str) and w.isalpha() and w not in keep_apart]
-            if len(parts) == n and stem(whole := "".join(parts)) in joined:
+            if len(parts) == n and (
+                (whole := "".join(parts)) in targets
+                or "".join(parts[:-1]) + stem(parts[-1]) in targets
+            ):
                 out.append(whole)
                 i += n
                 break
