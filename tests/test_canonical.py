@@ -80,6 +80,7 @@ def test_a_hyphenated_compound_is_the_joined_word(a: str, b: str, before: str, a
         ("e-mail, e\u00admail and e\u200bmail", "email email and email"),  # soft hyphen, ZWSP
         ('She said: "use C++."', "she said use c++"),
         ("I read f(x) (see above).", "i read f(x) see above"),
+        ("I read (f(x) and ((g(y))).", "i read f(x) and g(y)"),  # unmatched or enclosing only
         ("Version v1.2!", "version v1.2"),
         ("Python 3.5.", "python 3.5"),
         ("Bob uses Node.js.", "bob uses node.js"),

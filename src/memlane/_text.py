@@ -44,15 +44,27 @@ def normalise(text: str) -> str:
     return _WS.sub(" ", unicodedata.normalize("NFKC", text)).strip().casefold()
 
 
+def _closes_at_end(word: str) -> bool:
+    """The bracket that opens ``word`` is closed by its last character (``(f(x))``, not
+    ``(a)(b)`` nor ``(f(x)``)."""
+    opener, closer = word[0], _BRACKETS[word[0]]
+    depth = 0
+    for i, ch in enumerate(word):
+        depth += (ch == opener) - (ch == closer)
+        if depth == 0:
+            return i == len(word) - 1
+    return False
+
+
 def _strip_edges(word: str) -> str:
     """``word`` without the sentence punctuation at its edges (see :func:`canonical`).
 
-    A bracket is dropped only when it is unmatched inside the word, so ``f(x)`` stays whole while
-    ``(see`` and ``above)`` lose theirs; a pair around the whole word goes (``(c++)`` -> ``c++``).
+    A bracket goes only when it is unmatched inside the word or encloses all of it, so ``f(x)``
+    stays whole while ``(see`` and ``above)`` lose theirs and ``(c++)`` becomes ``c++``.
     """
     while word:
         first, last = word[0], word[-1]
-        if first in _BRACKETS and last == _BRACKETS[first] and len(word) > 1:
+        if first in _BRACKETS and last == _BRACKETS[first] and _closes_at_end(word):
             word = word[1:-1]
         elif first in _LEAD and (
             first not in _BRACKETS or word.count(first) > word.count(_BRACKETS[first])
