@@ -27,12 +27,12 @@ _N_T = {"ca": "can", "wo": "will", "sha": "shall", "ai": "be"}
 #: trailing ``+``, ``++`` or ``#`` that ends it, which belongs to a name: ``c++`` and ``c#`` are
 #: not ``c``, ``a+`` is not the article ``a``. Any other symbol separates words.
 _WORD = re.compile(r"[^\W_]+(?:['’][^\W_]+)*(?:\+\+?|#)?(?![^\W_])")
-#: The longest run of words :func:`join_compounds` merges ("state of the art" -> 4 words).
+#: The longest run of words :func:`join_compounds` merges into one.
 _MAX_PARTS = 4
 
 
 def expand(word: str) -> list[str]:
-    """Expand one lower-cased word's contraction (step 3 of the module docstring)."""
+    """Expand one lower-cased word's contraction (step 3 of :mod:`memlane.dedup.guard`)."""
     word = word.replace("’", "'")
     if word == "cannot":
         return ["can", "not"]
