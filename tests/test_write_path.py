@@ -111,10 +111,11 @@ def test_confirmations_count_every_repeat(engine: MemoryEngine) -> None:
     assert engine.count() == 1
 
 
-def test_punctuation_only_difference_is_auto_rejected(engine: MemoryEngine) -> None:
-    # Not the same hash ("." differs) but the same words: the hash embedder gives cosine 1.
+def test_hyphen_only_difference_is_auto_rejected(engine: MemoryEngine) -> None:
+    # Not the same hash ("dark-mode" is joined to "darkmode", "dark mode" is not) but the same
+    # words: the hash embedder gives cosine 1 and the guard says same.
     first = engine.add(BASE)
-    r = engine.add(BASE + ".")
+    r = engine.add(BASE.replace("dark mode", "dark-mode"))
     assert r.decision is Decision.AUTO_REJECT
     assert r.memory.id == first.memory.id and r.memory.content == BASE
     assert r.memory.confirmations == 1
@@ -421,7 +422,8 @@ def test_duplicates_leave_their_provenance(engine: MemoryEngine) -> None:
         session="s2",
         metadata={"tags": ["editor", "work"], "lang": "fr", "nested": {"b": 2}, "extra": True},
     )
-    engine.add(BASE + ".", source="import", session="s3", metadata={"lang": "en"})  # auto_reject
+    dark_mode = BASE.replace("dark mode", "dark-mode")
+    engine.add(dark_mode, source="import", session="s3", metadata={"lang": "en"})  # auto_reject
     m = engine.get(first.id)
     assert m.confirmations == 2
     assert m.metadata["tags"] == ["ui", "editor", "work"]  # lists unioned, order kept
@@ -453,7 +455,7 @@ def test_add_many_dedups_within_the_batch(make_engine: MakeEngine) -> None:
         [
             MemoryInput(BASE, session="s1"),
             {"content": BASE.upper(), "session": "s2"},
-            MemoryInput(BASE + "."),
+            MemoryInput(BASE.replace("dark mode", "dark-mode")),  # same words, another hash
             MemoryInput(EXTENDED),
             MemoryInput("Bob drinks green tea every afternoon"),
             MemoryInput(BASE + " !"),
@@ -649,7 +651,7 @@ def test_dedup_log_filters(engine: MemoryEngine) -> None:
     engine.add(BASE, owner="alice")
     engine.add(BASE, owner="alice")
     engine.add(BASE, owner="bob")
-    engine.add(BASE + ".", owner="bob")
+    engine.add(BASE.replace("dark mode", "dark-mode"), owner="bob")
     assert [r.decision for r in engine.dedup_log(owner="bob")] == [Decision.AUTO_REJECT]
     assert [r.owner for r in engine.dedup_log(owner="alice", decision="hash_exact")] == ["alice"]
     assert engine.dedup_log(owner="bob", decision="hash_exact") == []

@@ -16,12 +16,16 @@ write path merges two texts automatically only when this guard says the texts ar
 Every other verdict means "never merge without an LLM". Numbers and negation are checked first and
 always fail.
 
-How a text is compared (:func:`_analyse`):
+How a text is compared (:func:`memlane.dedup.words.tokens`, then :func:`_analyse`):
 
 1. :func:`memlane._text.normalise` (NFKC, casefold, collapsed whitespace); clitics split off by a
    tokeniser (PAWS writes ``do n't``, ``Quaid 's``) are re-attached to their word.
-2. Numerals are cut out first (:data:`_NUMERAL`), the rest is split into words with
-   :func:`memlane._text.split_words` (the text is normalised once).
+2. Numerals are cut out first (:data:`memlane.dedup.numbers.NUMERAL`), the rest is split into
+   words: letters and digits with inner apostrophes; every other symbol (sentence punctuation,
+   quotes, brackets, a hyphen) separates words, so punctuation, case and quote forms never matter
+   and "start-up" is "start up". A trailing ``+``, ``++`` or ``#`` stays with its word, because it
+   belongs to a name (``c++`` and ``c#`` are not ``c``); the digits of ``3.5`` and ``v1.2`` are a
+   number (step 4), so ``3.5`` is not ``35`` and ``v1.2`` is not ``v12``.
 3. Contractions are expanded: ``n't`` -> ``not`` (``can't`` -> ``can not``, ``won't`` ->
    ``will not``), ``cannot`` -> ``can not``, ``'ll`` -> ``will``, ``'d`` -> ``would``;
    ``'m``, ``'re`` and ``'ve`` are dropped (forms of be/have, which are trivial); ``'s``
@@ -29,8 +33,14 @@ How a text is compared (:func:`_analyse`):
 4. Runs of number words and numerals are read as numbers (:func:`numbers`); they never count as
    content words.
 5. Each remaining word is either ignored (:data:`TRIVIAL_WORDS`) or a content word, lightly stemmed
-   (:func:`_stem`). Negation words stay content words (as ``not``, ``never``, ``no``...) so their
+   (:func:`memlane.dedup.words.stem`). Negation words stay content words (as ``not``, ``never``, ``no``...) so their
    position is compared too, on top of :func:`negated`.
+
+:func:`compare` first joins compounds across the two texts
+(:func:`memlane.dedup.words.join_compounds`): a run of words of one text that the other writes as
+one word ("start up" / "start-up" vs "startup") becomes that word, so spaced, hyphenated and joined
+compounds compare equal. Articles, negations and number words are never joined ("a part" stays
+apart from "apart", "no one" from "noone", "twenty five" from "twentyfive").
 
 :data:`TRIVIAL_WORDS` has two kinds of words. Articles and forms of be/have/do are ignored outright.
 The few prepositions/conjunctions in it ("linking words") are ignored when content words are
@@ -42,20 +52,21 @@ in order, inside the longer one's ("turned on the light" does not extend to "tur
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
-from decimal import Decimal
 from enum import StrEnum
 
-from memlane._text import normalise, split_words
+from memlane._text import canonical
+from memlane.dedup.numbers import NUMBER_WORDS, NumberReader, Token
+from memlane.dedup.words import POSSESSIVE, join_compounds, stem, tokens
 
 __all__ = [
     "TRIVIAL_WORDS",
     "GuardResult",
     "GuardVerdict",
     "compare",
+    "compound_variant",
     "content_words",
     "negated",
     "numbers",
@@ -77,16 +88,13 @@ _AUXILIARIES = frozenset(
     }
 )  # fmt: skip
 
-#: The ``'s`` clitic (possessive, or is/has), kept as a marker so that it counts as a linking word.
-_POSSESSIVE = "'s"
-
 #: Linking words: the commonest prepositions/conjunctions, which paraphrases add or drop ("moved to
 #: Paris" vs "moved Paris", "said that he..." vs "said he..."), and the ``'s`` marker. Ignored as
 #: content words, but one may never replace another (see the module docstring), so "from"/"to" or
 #: "by"/"for" keep their roles. No pronouns (swapping "he"/"she" changes the fact), no negations,
 #: no numbers, no "or"/"but".
 _LINKING = frozenset(
-    {"of", "to", "in", "on", "at", "for", "by", "with", "from", "and", "that", _POSSESSIVE}
+    {"of", "to", "in", "on", "at", "for", "by", "with", "from", "and", "that", POSSESSIVE}
 )
 
 #: Words ignored when content words are compared: articles, forms of be/have/do and the linking
@@ -105,7 +113,7 @@ _NEGATIONS = frozenset(
 #: "Quaid stopped playing guitar"; "Quaid likes tea" -> "Quaid hardly likes tea"). Stemmed when
 #: compared (:data:`_NO_INSERT`). Without them an added word only adds detail to the kept ones.
 _NO_INSERT_WORDS = (
-    "of", _POSSESSIVE,
+    "of", POSSESSIVE,
     "hardly", "barely", "rarely", "seldom", "scarcely", "almost", "nearly",
     "want", "wanted", "wish", "wished", "hope", "hoped", "plan", "planned", "intend", "intended",
     "try", "tried", "fail", "failed", "stop", "stopped", "quit", "used", "forget", "forgot",
@@ -115,238 +123,8 @@ _NO_INSERT_WORDS = (
     "if", "whether", "unless", "except", "or",
 )  # fmt: skip
 
-_UNITS = {
-    "zero": 0, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7,
-    "eight": 8, "nine": 9, "ten": 10, "eleven": 11, "twelve": 12, "thirteen": 13,
-    "fourteen": 14, "fifteen": 15, "sixteen": 16, "seventeen": 17, "eighteen": 18, "nineteen": 19,
-}  # fmt: skip
-_TENS = {
-    "twenty": 20, "thirty": 30, "forty": 40, "fifty": 50, "sixty": 60, "seventy": 70,
-    "eighty": 80, "ninety": 90,
-}  # fmt: skip
-_SCALES = {"thousand": 1_000, "million": 1_000_000, "billion": 1_000_000_000}
-_ORDINAL_UNITS = {
-    "first": 1, "second": 2, "third": 3, "fourth": 4, "fifth": 5, "sixth": 6, "seventh": 7,
-    "eighth": 8, "ninth": 9, "tenth": 10, "eleventh": 11, "twelfth": 12, "thirteenth": 13,
-    "fourteenth": 14, "fifteenth": 15, "sixteenth": 16, "seventeenth": 17, "eighteenth": 18,
-    "nineteenth": 19,
-}  # fmt: skip
-_ORDINAL_TENS = {
-    "twentieth": 20, "thirtieth": 30, "fortieth": 40, "fiftieth": 50, "sixtieth": 60,
-    "seventieth": 70, "eightieth": 80, "ninetieth": 90,
-}  # fmt: skip
-_ORDINAL_SCALES = {"hundredth": 100, "thousandth": 1_000, "millionth": 1_000_000}
-_SMALL = {**_UNITS, **_TENS}
-_ORDINAL_SMALL = {**_ORDINAL_UNITS, **_ORDINAL_TENS}
-
-# --- tokenising -------------------------------------------------------------------------------
-
-#: A numeral: ``1,000`` (comma thousands groups), ``3.5``, ``42``, with an optional ordinal
-#: (``2nd``) or decade (``1990s``) suffix when the suffix ends the word.
-_NUMERAL = re.compile(
-    r"(\d{1,3}(?:,\d{3})+(?!\d)(?:\.\d+)?|\d+(?:\.\d+)?)((?:st|nd|rd|th|s)(?![^\W_]))?"
-)
-#: Clitics a tokeniser split off ("do n't", "quaid 's"): re-attached to the word before them.
-_SPLIT_CLITIC = re.compile(r"([^\W_])\s+(n['’]t|['’](?:s|m|re|ve|ll|d))(?![^\W_])")
-_N_T = {"ca": "can", "wo": "will", "sha": "shall", "ai": "be"}
-
-
-@dataclass(frozen=True, slots=True)
-class _Num:
-    """A numeral of the text: its value and suffix (``"th"`` for any ordinal, ``"s"`` decade)."""
-
-    value: Decimal
-    suffix: str = ""
-
-
-_Token = str | _Num
-
-
-def _expand(word: str) -> list[str]:
-    """Expand one lower-cased word's contraction (step 3 of the module docstring)."""
-    word = word.replace("’", "'")
-    if word == "cannot":
-        return ["can", "not"]
-    if "'" not in word:  # most words: no clitic to look for
-        return [word]
-    if word.endswith("n't"):
-        base = word[:-3]
-        return ([_N_T.get(base, base)] if base else []) + ["not"]
-    for clitic, expansion in (("'ll", "will"), ("'d", "would")):
-        if word.endswith(clitic) and len(word) > len(clitic):
-            return [word[: -len(clitic)], expansion]
-    if word.endswith("'s") and len(word) > 2:
-        return [word[:-2], _POSSESSIVE]
-    for clitic in ("'m", "'re", "'ve"):
-        if word.endswith(clitic) and len(word) > len(clitic):
-            return [word[: -len(clitic)]]
-    return [word]
-
-
-def _tokens(text: str) -> list[_Token]:
-    """Words (expanded, lower-case, unstemmed) and numerals of ``text``, in order."""
-    norm = _SPLIT_CLITIC.sub(r"\1\2", normalise(text))
-    out: list[_Token] = []
-    pos = 0
-    for match in _NUMERAL.finditer(norm):
-        for word in split_words(norm[pos : match.start()]):
-            out.extend(_expand(word))
-        digits, suffix = match.group(1), match.group(2) or ""
-        out.append(
-            _Num(Decimal(digits.replace(",", "")), "s" if suffix == "s" else suffix and "th")
-        )
-        pos = match.end()
-    for word in split_words(norm[pos:]):
-        out.extend(_expand(word))
-    return out
-
-
-def _format_number(value: Decimal, suffix: str) -> str:
-    """Canonical text of a number: ``1000``, ``3.5``, ``21st``, ``1990s``."""
-    text = format(value.normalize(), "f")
-    if suffix == "th" and value == value.to_integral_value():
-        n = int(value)
-        ending = "th" if n % 100 in (11, 12, 13) else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
-        return f"{n}{ending}"
-    return text + suffix
-
-
-class _NumberReader:
-    """Reads runs of number words/numerals into numbers ("twenty five" -> 25, "3.5 million")."""
-
-    def __init__(self) -> None:
-        self.out: list[str] = []
-        self._reset()
-
-    def _reset(self) -> None:
-        self._total = Decimal(0)
-        self._current: Decimal | None = None
-        self._last = ""  # "", "unit", "tens", "hundred", "scale", "numeral"
-
-    def _emit(self, value: Decimal, suffix: str) -> None:
-        self.out.append(_format_number(value, suffix))
-        self._reset()
-
-    def flush(self) -> None:
-        if self._current is not None or self._last:
-            self._emit(self._total + (self._current or 0), "")
-
-    def _add_small(self, value: int) -> None:
-        """Add a unit/tens value to the run where English allows it ("twenty five", "hundred
-        five"), else start a new number with it."""
-        if (self._last == "tens" and self._current is not None and 0 < value < 10) or (
-            self._last in ("hundred", "scale") and value < 100
-        ):
-            self._current = (self._current or Decimal(0)) + value
-        else:
-            self.flush()
-            self._current = Decimal(value)
-        self._last = "tens" if value >= 20 else "unit"
-
-    def feed(self, token: _Token, next_token: _Token | None) -> bool:
-        """Consume ``token`` if it is part of a number; False (run flushed) when it is not."""
-        if isinstance(token, _Num):
-            self.flush()
-            if token.suffix:
-                self._emit(token.value, token.suffix)
-            else:
-                self._current, self._last = token.value, "numeral"
-            return True
-        if token in _SMALL:
-            self._add_small(_SMALL[token])
-            return True
-        if token == "hundred":
-            if self._last in ("unit", "tens", "numeral") and self._current is not None:
-                self._current *= 100
-            else:
-                self.flush()
-                self._current = Decimal(100)
-            self._last = "hundred"
-            return True
-        if token in _SCALES:
-            if not self._last:
-                self._current = Decimal(1)
-            self._total += (self._current if self._current is not None else 1) * _SCALES[token]
-            self._current, self._last = Decimal(0), "scale"
-            return True
-        if token in _ORDINAL_SMALL:
-            self._add_small(_ORDINAL_SMALL[token])
-            self._emit(self._total + (self._current or 0), "th")
-            return True
-        if token in _ORDINAL_SCALES:
-            scale = _ORDINAL_SCALES[token]
-            base = self._total + (self._current or 0) if self._last else Decimal(0)
-            self._emit(base * scale if base else Decimal(scale), "th")
-            return True
-        if (
-            token == "and"
-            and self._last in ("hundred", "scale")
-            and isinstance(next_token, str)
-            and (next_token in _SMALL or next_token in _ORDINAL_SMALL)
-        ):
-            return True  # "one hundred and five", "one hundred and twentieth"
-        self.flush()
-        return False
-
-
-# --- stemming ---------------------------------------------------------------------------------
-
-_VOWELS = frozenset("aeiouy")
-
-
-def _has_vowel(stem: str) -> bool:
-    return any(ch in _VOWELS for ch in stem)
-
-
-def _short_cvc(stem: str) -> bool:
-    """Stem is one syllable ending consonant-vowel-consonant ("mak", "hop"): it lost an "e"."""
-    if len(stem) < 2 or sum(1 for ch in stem if ch in _VOWELS) != 1:
-        return False
-    tail = ("#" + stem)[-3:]
-    a, b, c = tail[0], tail[1], tail[2]
-    return a not in _VOWELS and b in _VOWELS and c not in _VOWELS and c not in "wxy"
-
-
-def _stem(word: str) -> str:
-    """Strip plural/-ing/-ed so inflections meet: "plays"/"playing"/"played" -> "play".
-
-    A tiny suffix stripper after Porter's step 1 (possessive ``'s`` is removed earlier):
-
-    - plural: ``-ies`` -> ``-y`` ("studies", words over 4 letters), ``-sses``/``-ches``/``-shes``/
-      ``-xes``/``-zes`` lose ``-es``, otherwise a final ``-s`` goes unless the word ends in ``ss``,
-      ``us`` or ``is`` or has 3 letters or fewer;
-    - ``-ied`` -> ``-y`` ("studied"); ``-ed``/``-ing`` go when the rest has a vowel ("bed", "sing",
-      "string" and ``-eed`` words stay); then a doubled final consonant is undone ("stopped" ->
-      "stop", except l/s/z: "falling" -> "fall"), or an ``e`` is restored after ``at``/``bl``/``iz``
-      or a one-syllable consonant-vowel-consonant stem ("making" -> "make", "created" -> "create").
-
-    Irregular forms ("gave"/"given") are not merged: that only costs a missed duplicate.
-    """
-    if len(word) <= 3 or not word.isalpha():
-        return word
-    if word.endswith("ies") and len(word) > 4:
-        return word[:-3] + "y"
-    if word.endswith("ied") and len(word) > 4:
-        return word[:-3] + "y"
-    if word.endswith(("sses", "ches", "shes", "xes", "zes")):
-        return word[:-2]
-    for suffix in ("ing", "ed"):
-        if word.endswith(suffix) and not word.endswith("eed"):
-            stem = word[: -len(suffix)]
-            if len(stem) < 2 or not _has_vowel(stem):
-                return word
-            if len(stem) > 2 and stem[-1] == stem[-2] and stem[-1] not in _VOWELS | set("lsz"):
-                return stem[:-1]
-            if stem.endswith(("at", "bl", "iz")) or _short_cvc(stem):
-                return stem + "e"
-            return stem
-    if word.endswith("s") and not word.endswith(("ss", "us", "is")):
-        return word[:-1]
-    return word
-
-
 #: :data:`_NO_INSERT_WORDS` as compared (stemmed, as content words are).
-_NO_INSERT = frozenset(w if w in _LINKING else _stem(w) for w in _NO_INSERT_WORDS)
+_NO_INSERT = frozenset(w if w in _LINKING else stem(w) for w in _NO_INSERT_WORDS)
 
 # --- analysis ---------------------------------------------------------------------------------
 
@@ -367,16 +145,22 @@ class _Analysis:
     negated: bool
 
 
-def _analyse(text: str) -> _Analysis:
-    tokens = _tokens(text)
-    reader = _NumberReader()
+#: Words :func:`memlane.dedup.words.join_compounds` never merges into a compound: joining them
+#: would change the meaning ("a part"/"apart", "not ice"/"notice") or hide a number.
+_KEEP_APART = _ARTICLES | _NEGATIONS | NUMBER_WORDS
+
+
+def _analyse(text: str | Sequence[Token]) -> _Analysis:
+    """Steps 4 and 5 of the module docstring, on ``text`` or on its :func:`tokens`."""
+    words = tokens(text) if isinstance(text, str) else text
+    reader = NumberReader()
     content: list[str] = []
     linking: list[str] = []
     gaps: list[tuple[str, ...]] = []
     gap: list[str] = []
     is_negated = False
-    for i, token in enumerate(tokens):
-        nxt = tokens[i + 1] if i + 1 < len(tokens) else None
+    for i, token in enumerate(words):
+        nxt = words[i + 1] if i + 1 < len(words) else None
         if reader.feed(token, nxt):  # numbers, and "and" inside one ("hundred and five")
             continue
         assert isinstance(token, str)
@@ -388,9 +172,9 @@ def _analyse(text: str) -> _Analysis:
         elif token in TRIVIAL_WORDS or not token:
             continue
         else:
-            stem = token if token in _NEGATIONS else _stem(token)
-            content.append(stem)
-            linking.append(stem)
+            word = token if token in _NEGATIONS else stem(token)
+            content.append(word)
+            linking.append(word)
             gaps.append(tuple(gap))
             gap = []
     reader.flush()
@@ -403,7 +187,7 @@ def content_words(text: str) -> list[str]:
 
     Words of :func:`memlane._text.words` minus :data:`TRIVIAL_WORDS`, punctuation and numbers
     (compared separately by :func:`numbers`), contractions expanded (``n't`` -> ``not``), each
-    stemmed by :func:`_stem`. Negation words are kept (``not``, ``never``...).
+    stemmed by :func:`memlane.dedup.words.stem`. Negation words are kept (``not``, ``never``...).
     Example: ``content_words("A man is playing a guitar.") == ["man", "play", "guitar"]``.
     """
     return list(_analyse(text).content)
@@ -427,6 +211,37 @@ def negated(text: str) -> bool:
     """True when ``text`` has a negation: not/n't, no, never, cannot, without, none, nobody,
     nothing, neither, nor. A boolean only (double negations are not resolved)."""
     return _analyse(text).negated
+
+
+def _compound_analyses(existing: str, new: str) -> tuple[_Analysis, _Analysis]:
+    """:func:`_analyse` of both texts after joining each one's compounds that the other writes as
+    one word."""
+    old, cur = tokens(existing), tokens(new)
+    return (
+        _analyse(join_compounds(old, cur, _KEEP_APART)),
+        _analyse(join_compounds(cur, old, _KEEP_APART)),
+    )
+
+
+def compound_variant(existing: str, new: str) -> bool:
+    """True when ``existing`` and ``new`` are the same text up to how a compound is written.
+
+    That is, the words of :func:`memlane._text.canonical` (case, whitespace, edge punctuation,
+    quote forms and hyphens already gone) are equal once each run of 2 to 4 words of one text that
+    the other writes as one word is joined (:func:`memlane.dedup.words.join_compounds`; never
+    articles, negations or number words): "Bob founded a start up." / "bob founded a startup" is
+    True; "Bob founded a start up in 2019" / "Bob founded a startup" or "... startups" is False.
+    Much stricter than :attr:`GuardVerdict.SAME` (no word may be added, dropped, inflected or
+    moved): this is the duplicate class of the content hash (``ARCHITECTURE.md``, "Write path",
+    step 2) plus the spaced compound that a hash cannot see without a dictionary. The write path
+    keeps the existing memory for such a text whatever the cosine (:mod:`memlane.dedup.pipeline`):
+    the default model scores "startup" / "start up" at only about 0.95 and "cowboy" / "cow boy"
+    at 0.84 (docs/dedup.md).
+    """
+    old, cur = canonical(existing).split(), canonical(new).split()
+    if old == cur:
+        return True
+    return join_compounds(old, cur, _KEEP_APART) == join_compounds(cur, old, _KEEP_APART)
 
 
 # --- comparison -------------------------------------------------------------------------------
@@ -528,8 +343,11 @@ def compare(existing: str, new: str) -> GuardResult:
     5. ``narrows``: the reverse of ``extends``.
     6. ``reordered``: the same multiset of content words in another order (a swap of roles).
     7. ``different``: anything else.
+
+    Before the checks, compounds are joined across the two texts (module docstring), so
+    ``compare("Bob founded a start-up", "bob founded a startup.")`` is ``same``.
     """
-    old, cur = _analyse(existing), _analyse(new)
+    old, cur = _compound_analyses(existing, new)
     if old.negated != cur.negated:
         where = "new" if cur.negated else "existing"
         return GuardResult(GuardVerdict.NEGATION_DIFFERS, f"negation in the {where} text only")

@@ -3,7 +3,10 @@
 Order of checks, each against the offered memory's scope ``(owner, agent)`` only:
 
 1. content hash hit -> ``hash_exact`` (keep, confirm);
-2. nearest memory by cosine ``s`` and the near-identical guard verdict ``g``
+2. the nearest memory is the same text up to how a compound is written ("start up" / "startup",
+   :func:`memlane.dedup.guard.compound_variant`) -> ``auto_reject`` at any cosine: the duplicate
+   class of the hash, which a hash cannot see without a dictionary;
+3. nearest memory by cosine ``s`` and the near-identical guard verdict ``g``
    (:func:`memlane.dedup.guard.compare`):
 
    ============================================  =======================================
@@ -32,13 +35,15 @@ from dataclasses import dataclass
 from typing import Literal
 
 from memlane.config import DedupSettings
-from memlane.dedup.guard import GuardVerdict, compare
+from memlane.dedup.guard import GuardVerdict, compare, compound_variant
 from memlane.llm import LLM
 from memlane.types import Decision, Memory
 
 _HARD_FAILURES = frozenset(
     {GuardVerdict.REORDERED, GuardVerdict.NUMBERS_DIFFER, GuardVerdict.NEGATION_DIFFERS}
 )
+#: The reasoning logged for a :func:`memlane.dedup.guard.compound_variant` rejection.
+_COMPOUND_REASON = "the same text up to how a compound is written (start up = startup)"
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,12 +106,17 @@ def decide(
 ) -> Plan:
     """Decide for ``new_text`` given its nearest memory ``match`` at cosine ``similarity``.
 
-    The content-hash check comes before this (the write path does it). Pure apart from the
-    optional ``llm`` call, made only where the rules of the module's table do not decide (at or
-    above ``gray_low``, the guard not failed hard, and not ``same`` at or above ``auto_reject``).
+    The content-hash check comes before this (the write path does it); a compound variant of
+    ``match`` is ``auto_reject`` at any ``similarity``. Pure apart from the optional ``llm``
+    call, made only where the rules of the module's table do not decide (at or above
+    ``gray_low``, the guard not failed hard, and not ``same`` at or above ``auto_reject``).
     Calibration (:mod:`memlane.eval`) calls this same function.
     """
-    if match is None or similarity is None or similarity < settings.gray_low:
+    if match is None or similarity is None:
+        return Add(match, similarity)
+    if compound_variant(match.content, new_text):
+        return Keep(Decision.AUTO_REJECT, match, similarity, _COMPOUND_REASON)
+    if similarity < settings.gray_low:
         return Add(match, similarity)
     guard = compare(match.content, new_text)
     verdict = guard.verdict
