@@ -608,3 +608,27 @@ def test_agent_scope_is_not_crowded_out_by_other_agents_near_copies(
     assert [m.id for m, _ in near] == [theirs]
     # the agent-less scope sees only shared memories
     assert [m.id for m, _ in store.nearest("default", None, query, 1)] == [shared]
+
+
+def test_open_recomputes_hashes_of_an_older_hash_version(sqlite_backend: Backend) -> None:
+    """A store written before the canonical form (hash v1) gets v2 hashes on open, so an exact
+    repeat of an old memory is a hash hit again; history rows are rehashed too."""
+    settings = sqlite_backend.settings()
+    engine = sqlite_backend.engine(settings=settings)
+    first = engine.add("Alice works at Acme.", owner="alice").memory
+    engine.update(first.id, "Alice works at Initech.", owner="alice")
+    engine.close()
+    conn = sqlite3.connect(settings.db_path)  # as an older memlane left it
+    with conn:
+        conn.execute("UPDATE memories SET content_hash = 'v1:old'")
+        conn.execute("UPDATE memory_history SET content_hash = 'v1:old'")
+        conn.execute("DELETE FROM meta WHERE key = 'content_hash.version'")
+    conn.close()
+    engine = sqlite_backend.engine(settings=settings)
+    current = engine.get(first.id, owner="alice")
+    assert current.content_hash == content_hash("Alice works at Initech.")
+    (old,) = engine.history(first.id, owner="alice")
+    assert old.content_hash == content_hash("Alice works at Acme.")
+    again = engine.add("alice works at initech", owner="alice")
+    assert again.decision is Decision.HASH_EXACT and again.memory.id == first.id
+    assert engine.count("alice") == 1

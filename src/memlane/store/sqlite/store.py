@@ -29,7 +29,7 @@ import numpy as np
 from memlane._ids import from_iso, new_id, to_iso, utcnow
 from memlane.errors import EmbeddingMismatch, NotFound, StoreError
 from memlane.store.base import NewDedupLog, NewMemory, ScoredId, Vector, iter_chunks
-from memlane.store.sqlite.migrations import MIGRATIONS
+from memlane.store.sqlite.migrations import MIGRATIONS, rehash
 from memlane.store.text_index import TOKENS_VERSION, TextIndex, tokens
 from memlane.store.vector_index import OwnerIndex
 from memlane.types import (
@@ -172,6 +172,7 @@ class SQLiteStore:
                     "INSERT INTO migrations (name, applied_at) VALUES (?, ?)",
                     (name, to_iso(utcnow())),
                 )
+            rehash(self._conn)
 
     def _check_model(self) -> None:
         with self.transaction():
