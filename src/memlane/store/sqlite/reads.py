@@ -157,7 +157,9 @@ class ReadsMixin:
             if PinnedSort(sort) is PinnedSort.IMPORTANCE
             else "created_at DESC"
         )
-        args: list[Any] = [owner, *(MemoryType(t).value for t in types)]
+        # distinct type values: an IN list bounded by the enum's size, whatever the caller passed
+        wanted = list(dict.fromkeys(MemoryType(t).value for t in types))
+        args: list[Any] = [owner, *wanted]
         agent_sql = ""
         if agent is not None:
             agent_sql = " AND (agent = ? OR agent IS NULL)"
@@ -166,7 +168,7 @@ class ReadsMixin:
         with self._lock:
             rows = self._conn.execute(
                 f"SELECT {MEMORY_COLUMNS} FROM memories WHERE owner = ? AND status = 'active' "
-                f"AND type IN ({','.join('?' * len(types))}){agent_sql} ORDER BY {order} LIMIT ?",
+                f"AND type IN ({','.join('?' * len(wanted))}){agent_sql} ORDER BY {order} LIMIT ?",
                 args,
             ).fetchall()
             return [row_to_memory(r) for r in rows]
