@@ -20,8 +20,6 @@ import sys
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
-import pytest
-
 SRC = Path(__file__).resolve().parents[1] / "src"
 PACKAGE = SRC / "memlane"
 #: Longest module allowed, in lines (the project's "no module over ~500 lines").
@@ -220,7 +218,6 @@ def test_eval_modules_are_small() -> None:
     assert big == {}
 
 
-@pytest.mark.xfail(strict=False, reason="until the engine split lands")
 def test_no_module_over_500_lines() -> None:
     big = {p: n for p, n in _line_counts().items() if n > MAX_LINES}
     assert big == {}, "modules over {} lines: {}".format(

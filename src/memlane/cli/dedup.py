@@ -193,7 +193,10 @@ def calibrate(
     auto_reject: Annotated[
         float | None,
         typer.Option(
-            "--auto-reject", min=0.0, max=1.0, help="auto_reject threshold. Default: the auto_reject of the dedup settings."
+            "--auto-reject",
+            min=0.0,
+            max=1.0,
+            help="auto_reject threshold. Default: the auto_reject of the dedup settings.",
         ),
     ] = None,
     cos_low: Annotated[

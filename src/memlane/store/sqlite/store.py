@@ -2,90 +2,50 @@
 
 One file in WAL mode. Writers take the lock up front (``BEGIN IMMEDIATE``) and wait up to
 ``busy_timeout_ms`` for another process, so concurrent writers queue instead of failing with
-"database is locked". Embeddings live in the ``memories`` table (float32 blobs). Two per-owner
-caches of those rows serve the search legs: the ANN index (:mod:`memlane.store.vector_index`) and
-the BM25 index (:mod:`memlane.store.text_index`). Both are caught up from ``vec_seq`` before each
-read and saved beside the database (``<db>.vec/``) on close so a cold process need not rebuild
-them.
+"database is locked". Embeddings live in the ``memories`` table (float32 blobs). The search legs
+run over the backend-neutral caches of :mod:`memlane.store.index_cache` (an ANN index and a BM25
+index per owner), fed from ``vec_seq`` by :class:`~memlane.store.sqlite.feed.SQLiteFeed` and saved
+beside the database (``<db>.vec/``) on close so a cold process need not rebuild them. Sessions,
+associations and the dedup log are mixins (:mod:`.sessions`, :mod:`.links`).
 """
 
 from __future__ import annotations
 
-import contextlib
-import hashlib
 import json
 import os
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from datetime import datetime
 from pathlib import Path
 from typing import Any, cast
 
 import numpy as np
 
-from memlane._ids import from_iso, new_id, to_iso, utcnow
+from memlane._ids import new_id, to_iso, utcnow
 from memlane.errors import EmbeddingMismatch, NotFound, StoreError
-from memlane.store.base import NewDedupLog, NewMemory, ScoredId, Vector, iter_chunks
+from memlane.store.base import NewMemory, ScoredId, Vector
+from memlane.store.index_cache import PERSIST_MIN_ROWS, IndexCache
+from memlane.store.sqlite.feed import SQLiteFeed
+from memlane.store.sqlite.links import LinksMixin
 from memlane.store.sqlite.migrations import MIGRATIONS, rehash
-from memlane.store.text_index import TOKENS_VERSION, TextIndex, tokens
+from memlane.store.sqlite.reads import ReadsMixin
+from memlane.store.sqlite.rows import MEMORY_COLUMNS, merge_metadata, row_to_memory
+from memlane.store.sqlite.sessions import SessionsMixin
+from memlane.store.text_index import TextIndex
 from memlane.store.vector_index import OwnerIndex
-from memlane.types import (
-    Association,
-    ChangeReason,
-    Decision,
-    DedupLogEntry,
-    Memory,
-    MemoryType,
-    MemoryVersion,
-    PinnedSort,
-    Relation,
-    ResetReason,
-    ReviewStatus,
-    SessionState,
-    Status,
-)
+from memlane.types import ChangeReason, Memory, MemoryType, Status
 
-_MEMORY_COLUMNS = (
-    "num, id, owner, agent, session, source, type, content, content_hash, importance, status, "
-    "created_at, updated_at, last_accessed_at, access_count, confirmations, metadata"
-)
+__all__ = ["SQLiteStore", "merge_metadata"]
+
 _ACCESS_FLUSH_EVERY = 256
 _ACCESS_FLUSH_SECONDS = 5.0
-_PERSIST_MIN_VECTORS = 2000
-#: Upper ``vec_seq`` bound of a catch-up outside a write transaction (SQLite's largest integer).
-_NO_BOUND = 2**63 - 1
-#: Query terms beyond this many (long pasted text) are ignored by the full-text leg.
-_MAX_QUERY_TERMS = 64
+#: Indexes of fewer rows are not saved on close (cheap to rebuild).
+_PERSIST_MIN_VECTORS = PERSIST_MIN_ROWS
 
 
-def merge_metadata(existing: Mapping[str, Any], offered: Mapping[str, Any]) -> dict[str, Any]:
-    """Merge offered metadata into existing: new keys added; lists unioned (order kept);
-    differing scalars become the list of both — nothing the caller offered is dropped."""
-    out = dict(existing)
-    for key, value in offered.items():
-        if value is None:
-            continue
-        if key not in out or out[key] is None:
-            out[key] = value
-            continue
-        old = out[key]
-        if old == value:
-            continue
-        if isinstance(old, dict) and isinstance(value, dict):
-            out[key] = merge_metadata(old, value)
-            continue
-        merged = list(old) if isinstance(old, list) else [old]
-        for item in value if isinstance(value, list) else [value]:
-            if item not in merged:
-                merged.append(item)
-        out[key] = merged
-    return out
-
-
-class SQLiteStore:
+class SQLiteStore(ReadsMixin, LinksMixin, SessionsMixin):
     """The embedded store. Use :meth:`open`; thread-safe (one connection behind a lock)."""
 
     def __init__(
@@ -105,9 +65,15 @@ class SQLiteStore:
         #: Highest ``vec_seq`` committed before the open write transaction (``None``: not read yet).
         self._tx_base_seq: int | None = None
         self._tx_next_seq = 0
-        self._pending: dict[str, dict[int, tuple[str | None, Vector]]] = {}
-        self._indexes: dict[str, OwnerIndex] = {}
-        self._text_indexes: dict[str, TextIndex] = {}
+        self._cache = IndexCache(
+            SQLiteFeed(self),
+            dimension,
+            path.with_name(path.name + ".vec"),
+            load_vector=lambda owner: self._load_index(owner),
+            load_text=lambda owner: self._load_text_index(owner),
+        )
+        #: Rows of the open transaction seen by :meth:`nearest` (the cache's; cleared at its end).
+        self._pending = self._cache.pending
         #: Buffered access counts: (owner, id) -> (count, last access time).
         self._access: dict[tuple[str, str], tuple[int, str]] = {}
         self._access_since = time.monotonic()
@@ -273,31 +239,11 @@ class SQLiteStore:
         return self._tx_next_seq
 
     # ------------------------------------------------------------------ rows
-    def _row_to_memory(self, row: Sequence[Any]) -> Memory:
-        return Memory(
-            id=row[1],
-            owner=row[2],
-            agent=row[3],
-            session=row[4],
-            source=row[5],
-            type=MemoryType(row[6]),
-            content=row[7],
-            content_hash=row[8],
-            importance=float(row[9]),
-            status=Status(row[10]),
-            created_at=from_iso(row[11]),  # type: ignore[arg-type]
-            updated_at=from_iso(row[12]),  # type: ignore[arg-type]
-            last_accessed_at=from_iso(row[13]),
-            access_count=int(row[14]),
-            confirmations=int(row[15]),
-            metadata=json.loads(row[16]),
-        )
-
     def _fetch_one(self, where: str, args: Sequence[Any]) -> tuple[int, Memory] | None:
         row = self._conn.execute(
-            f"SELECT {_MEMORY_COLUMNS} FROM memories WHERE {where}", args
+            f"SELECT {MEMORY_COLUMNS} FROM memories WHERE {where}", args
         ).fetchone()
-        return None if row is None else (int(row[0]), self._row_to_memory(row))
+        return None if row is None else (int(row[0]), row_to_memory(row))
 
     def _require(self, owner: str, memory_id: str) -> tuple[int, Memory]:
         """The row of ``owner``'s memory ``memory_id``; :class:`NotFound` (the same message as
@@ -336,101 +282,14 @@ class SQLiteStore:
                 ),
             )
             num = int(cur.lastrowid or 0)
-            self._pending.setdefault(memory.owner, {})[num] = (memory.agent, embedding)
+            self._cache.note_pending(memory.owner, num, memory.agent, embedding)
             return self._require(memory.owner, memory.id)[1]
-
-    def get(self, owner: str, memory_id: str, *, agent: str | None = None) -> Memory | None:
-        where, args = "id = ? AND owner = ?", [memory_id, owner]
-        if agent is not None:
-            where += " AND (agent = ? OR agent IS NULL)"
-            args.append(agent)
-        with self._lock:
-            found = self._fetch_one(where, args)
-            return None if found is None else found[1]
-
-    def _get_many(
-        self, owner: str, column: str, keys: Sequence[Any]
-    ) -> dict[Any, tuple[int, Memory]]:
-        out: dict[Any, tuple[int, Memory]] = {}
-        for chunk in iter_chunks(keys):
-            marks = ",".join("?" * len(chunk))
-            for row in self._conn.execute(
-                f"SELECT {_MEMORY_COLUMNS} FROM memories WHERE owner = ? AND {column} IN ({marks})",
-                [owner, *chunk],
-            ):
-                mem = self._row_to_memory(row)
-                out[row[0] if column == "num" else mem.id] = (int(row[0]), mem)
-        return out
-
-    def get_many(self, owner: str, ids: Sequence[str]) -> dict[str, Memory]:
-        with self._lock:
-            found = self._get_many(owner, "id", list(dict.fromkeys(ids)))
-            return {k: v[1] for k, v in found.items()}
-
-    def find_by_hash(self, owner: str, agent: str | None, content_hash: str) -> Memory | None:
-        with self._lock:
-            # INDEXED BY: without it SQLite walks the (owner, status, created_at) index for the
-            # ORDER BY, a scan of every memory of the owner (tens of ms at 100k).
-            row = self._conn.execute(
-                f"SELECT {_MEMORY_COLUMNS} FROM memories INDEXED BY memories_scope_hash "
-                "WHERE owner = ? AND agent IS ? AND content_hash = ? AND status = 'active' "
-                "ORDER BY created_at LIMIT 1",
-                (owner, agent, content_hash),
-            ).fetchone()
-            return None if row is None else self._row_to_memory(row)
 
     def nearest(
         self, owner: str, agent: str | None, vector: Vector, k: int
     ) -> list[tuple[Memory, float]]:
         with self._lock:
-            index = self._index(owner)
-            pending = [
-                (key, p_vec)
-                for key, (p_agent, p_vec) in self._pending.get(owner, {}).items()
-                if p_agent == agent
-            ]
-            pending_scores: dict[int, float] = {}
-            if pending:  # rows written in this transaction: not in the index yet
-                sims = np.stack([v for _, v in pending]) @ np.asarray(vector, dtype=np.float32)
-                for (key, _), sim in zip(pending, sims.tolist(), strict=True):
-                    pending_scores[key] = float(sim)
-            # The index holds every agent's memories of the owner: when other scopes exist, ask
-            # for more and, if other agents' near-copies still crowd out this scope, ask again.
-            over = k * 4 if agent is not None or self._has_agent_scopes(owner) else k
-            while True:
-                found = index.search(vector, over)
-                scores = dict(found)
-                scores.update(pending_scores)
-                out = self._scoped(owner, scores, k, agent)
-                if len(out) >= k or len(found) < over:
-                    return out
-                over *= 4
-
-    def _scoped(
-        self, owner: str, scores: dict[int, float], k: int, agent: str | None
-    ) -> list[tuple[Memory, float]]:
-        """The best ``k`` active memories of exactly ``agent`` among ``scores`` (row number ->
-        cosine), best first (ties by row number). Rows are read in chunks, best first, only
-        until ``k`` qualify."""
-        ranked = sorted(scores, key=lambda num: (-scores[num], num))
-        out: list[tuple[Memory, float]] = []
-        for start in range(0, len(ranked), k):
-            chunk = ranked[start : start + k]
-            rows = self._get_many(owner, "num", chunk)
-            for num in chunk:
-                mem = rows[num][1] if num in rows else None
-                if mem is not None and mem.status is Status.ACTIVE and mem.agent == agent:
-                    out.append((mem, scores[num]))
-            if len(out) >= k:
-                break
-        return out[:k]
-
-    def _has_agent_scopes(self, owner: str) -> bool:
-        """True when some of the owner's memories belong to an agent (lookups must over-fetch)."""
-        row = self._conn.execute(
-            "SELECT 1 FROM memories WHERE owner = ? AND agent IS NOT NULL LIMIT 1", (owner,)
-        ).fetchone()
-        return row is not None
+            return self._cache.nearest(owner, agent, vector, k)
 
     def replace_content(
         self,
@@ -457,7 +316,7 @@ class SQLiteStore:
                     num,
                 ),
             )
-            self._pending.setdefault(old.owner, {})[num] = (old.agent, embedding)
+            self._cache.note_pending(old.owner, num, old.agent, embedding)
             return self._require(owner, memory_id)[1]
 
     def _add_history(self, old: Memory, reason: ChangeReason) -> None:
@@ -499,279 +358,22 @@ class SQLiteStore:
             )
             return self._require(owner, memory_id)[1]
 
-    def list_memories(
-        self,
-        owner: str,
-        *,
-        agent: str | None = None,
-        type: MemoryType | None = None,
-        limit: int = 100,
-    ) -> list[Memory]:
-        where = ["owner = ?", "status = 'active'"]
-        args: list[Any] = [owner]
-        if agent is not None:
-            where.append("(agent = ? OR agent IS NULL)")
-            args.append(agent)
-        if type is not None:
-            where.append("type = ?")
-            args.append(MemoryType(type).value)
-        args.append(int(limit))
-        with self._lock:
-            rows = self._conn.execute(
-                f"SELECT {_MEMORY_COLUMNS} FROM memories WHERE {' AND '.join(where)} "
-                "ORDER BY created_at DESC, num DESC LIMIT ?",
-                args,
-            ).fetchall()
-            return [self._row_to_memory(r) for r in rows]
-
-    def history(self, owner: str, memory_id: str) -> list[MemoryVersion]:
-        with self._lock:
-            self._require(owner, memory_id)
-            return [
-                MemoryVersion(
-                    memory_id=r[0],
-                    version=int(r[1]),
-                    content=r[2],
-                    content_hash=r[3],
-                    reason=ChangeReason(r[4]),
-                    replaced_at=from_iso(r[5]),  # type: ignore[arg-type]
-                )
-                for r in self._conn.execute(
-                    "SELECT memory_id, version, content, content_hash, reason, replaced_at "
-                    "FROM memory_history WHERE memory_id = ? ORDER BY version",
-                    (memory_id,),
-                )
-            ]
-
-    def add_association(
-        self, owner: str, source_id: str, target_id: str, relation: Relation, weight: float
-    ) -> None:
-        with self._lock:
-            self._require_tx()
-            self._require(owner, source_id)
-            self._require(owner, target_id)
-            self._conn.execute(
-                "INSERT INTO associations (source_id, target_id, relation, weight, created_at) "
-                "VALUES (?, ?, ?, ?, ?) ON CONFLICT (source_id, target_id, relation) "
-                "DO UPDATE SET weight = max(weight, excluded.weight)",
-                (source_id, target_id, Relation(relation).value, float(weight), to_iso(utcnow())),
-            )
-
-    def _associations(self, owner: str, where: str, args: Sequence[Any]) -> list[Association]:
-        """Links matching ``where`` whose both ends are ``owner``'s memories."""
-        return [
-            Association(
-                source_id=r[0],
-                target_id=r[1],
-                relation=Relation(r[2]),
-                weight=float(r[3]),
-                created_at=from_iso(r[4]),  # type: ignore[arg-type]
-            )
-            for r in self._conn.execute(
-                "SELECT a.source_id, a.target_id, a.relation, a.weight, a.created_at "
-                "FROM associations a JOIN memories s ON s.id = a.source_id "
-                "JOIN memories t ON t.id = a.target_id "
-                f"WHERE s.owner = ? AND t.owner = ? AND ({where})",
-                [owner, owner, *args],
-            )
-        ]
-
-    def associations(self, owner: str, memory_id: str) -> list[Association]:
-        with self._lock:
-            self._require(owner, memory_id)
-            return self._associations(
-                owner, "a.source_id = ? OR a.target_id = ?", (memory_id, memory_id)
-            )
-
-    def neighbours(self, owner: str, ids: Sequence[str]) -> list[Association]:
-        out: list[Association] = []
-        with self._lock:
-            for chunk in iter_chunks(list(dict.fromkeys(ids))):
-                marks = ",".join("?" * len(chunk))
-                out.extend(
-                    self._associations(
-                        owner,
-                        f"a.source_id IN ({marks}) OR a.target_id IN ({marks})",
-                        [*chunk, *chunk],
-                    )
-                )
-        return list(dict.fromkeys(out))  # a link between two chunks is found twice
-
-    def log_dedup(self, entry: NewDedupLog) -> None:
-        with self._lock:
-            self._require_tx()
-            self._conn.execute(
-                "INSERT INTO dedup_log (owner, new_text, existing_id, existing_text, similarity, "
-                "decision, reasoning, review_status, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    entry.owner,
-                    entry.new_text,
-                    entry.existing_id,
-                    entry.existing_text,
-                    entry.similarity,
-                    Decision(entry.decision).value,
-                    entry.reasoning,
-                    ReviewStatus(entry.review_status).value,
-                    to_iso(utcnow()),
-                ),
-            )
-
-    def dedup_log(
-        self, owner: str, *, decision: Decision | None = None, limit: int = 100
-    ) -> list[DedupLogEntry]:
-        where, args = ["owner = ?"], [owner]
-        if decision is not None:
-            where.append("decision = ?")
-            args.append(Decision(decision).value)
-        with self._lock:
-            rows = self._conn.execute(
-                "SELECT id, owner, new_text, existing_id, existing_text, similarity, decision, "
-                f"reasoning, review_status, created_at FROM dedup_log WHERE {' AND '.join(where)} "
-                "ORDER BY id DESC LIMIT ?",
-                [*args, int(limit)],
-            ).fetchall()
-        return [
-            DedupLogEntry(
-                id=int(r[0]),
-                owner=r[1],
-                new_text=r[2],
-                existing_id=r[3],
-                existing_text=r[4],
-                similarity=r[5],
-                decision=Decision(r[6]),
-                reasoning=r[7],
-                review_status=ReviewStatus(r[8]),
-                created_at=from_iso(r[9]),  # type: ignore[arg-type]
-            )
-            for r in rows
-        ]
-
-    def count(self, owner: str | None = None) -> int:
-        with self._lock:
-            if owner is None:
-                row = self._conn.execute("SELECT count(*) FROM memories WHERE status = 'active'")
-            else:
-                row = self._conn.execute(
-                    "SELECT count(*) FROM memories WHERE owner = ? AND status = 'active'", (owner,)
-                )
-            return int(row.fetchone()[0])
-
-    # ------------------------------------------------------------------ in-memory indexes
-    def _changes(self, owner: str, watermark: int, columns: str) -> tuple[list[Any], int]:
-        """Rows of ``owner`` changed since ``watermark`` (``num, active, <columns>``, in
-        ``vec_seq`` order) and the new watermark: one read, usually of no row. Writers number
-        their changes on from the highest committed ``vec_seq`` while they hold the write lock,
-        so committed rows never leave a gap below the last one read.
-
-        Inside a write transaction, only rows committed before it began (never its own, which a
-        rollback could take back), and the watermark moves up to that point: no committed row
-        can lie between, so later catch-ups in the same transaction read nothing at all."""
-        upto = self._tx_base() if self._depth else _NO_BOUND
-        if upto <= watermark:
-            return [], watermark
-        rows = self._conn.execute(
-            f"SELECT num, status = 'active', {columns}, vec_seq FROM memories "
-            "WHERE owner = ? AND vec_seq > ? AND vec_seq <= ? ORDER BY vec_seq",
-            (owner, watermark, upto),
-        ).fetchall()
-        if self._depth:
-            watermark = upto
-        elif rows:
-            watermark = int(rows[-1][-1])
-        return [r[:-1] for r in rows], watermark
-
-    def _index(self, owner: str) -> OwnerIndex:
-        """The owner's vector index, caught up with every committed change."""
-        index = self._indexes.get(owner)
-        if index is None:
-            index = self._indexes[owner] = self._load_index(owner) or OwnerIndex(self.dimension)
-        index.apply(*self._changes(owner, index.watermark, "embedding"))
-        return index
-
-    def _text_index(self, owner: str) -> TextIndex:
-        """The owner's BM25 index, caught up with every committed change."""
-        index = self._text_indexes.get(owner)
-        if index is None:
-            index = self._text_indexes[owner] = self._load_text_index(owner) or TextIndex()
-        index.apply(*self._changes(owner, index.watermark, "content, agent, type"))
-        return index
-
-    def _index_file(self, owner: str, suffix: str = ".usearch") -> Path:
-        digest = hashlib.sha256(owner.encode("utf-8")).hexdigest()[:24]
-        return self.path.with_name(self.path.name + ".vec") / f"{digest}{suffix}"
+    # ------------------------------------------------------------------ search caches
+    @property
+    def _indexes(self) -> dict[str, OwnerIndex]:
+        """The per-owner vector indexes of the cache (as far as caught up)."""
+        return self._cache.vectors
 
     def _load_index(self, owner: str) -> OwnerIndex | None:
-        file = self._index_file(owner)
-        meta_file = file.with_suffix(".json")
-        if not (file.is_file() and meta_file.is_file()):
-            return None
-        try:
-            meta = json.loads(meta_file.read_text())
-            if meta.get("store") != self._store_uuid or meta.get("dimension") != self.dimension:
-                return None
-            index = OwnerIndex(self.dimension)
-            index._index.load(str(file))
-            index.watermark = int(meta["watermark"])
-            if len(index) != int(meta["count"]):
-                return None
-            index.saved_at = index.watermark  # on disk as it is: no need to write it on close
-            return index
-        except (OSError, ValueError, KeyError, RuntimeError):
-            return None  # a cache: rebuild from the database
+        """The saved vector index of ``owner`` (``None``: none usable; rebuilt from the rows)."""
+        return self._cache.load_vector_file(owner)
 
     def _load_text_index(self, owner: str) -> TextIndex | None:
-        file = self._index_file(owner, ".bm25.npz")
-        if not file.is_file():
-            return None
-        try:
-            with np.load(file, allow_pickle=False) as data:
-                meta = json.loads(str(data["meta"]))
-                if meta.get("store") != self._store_uuid or meta.get("tokens") != TOKENS_VERSION:
-                    return None
-                index = TextIndex.from_arrays(data)
-            index.watermark = int(meta["watermark"])
-            index.saved_at = index.watermark
-            return index
-        except (OSError, ValueError, KeyError, TypeError):
-            return None  # a cache: rebuild from the database
+        """The saved BM25 index of ``owner`` (``None``: none usable; rebuilt from the rows)."""
+        return self._cache.load_text_file(owner)
 
     def _save_indexes(self) -> None:
-        for owner, index in self._indexes.items():
-            if len(index) >= _PERSIST_MIN_VECTORS and index.saved_at != index.watermark:
-                self._save_vector_index(owner, index)
-        for owner, text in self._text_indexes.items():
-            if len(text) >= _PERSIST_MIN_VECTORS and text.saved_at != text.watermark:
-                self._save_text_index(owner, text)
-
-    def _save_vector_index(self, owner: str, index: OwnerIndex) -> None:
-        file = self._index_file(owner)
-        meta = {
-            "store": self._store_uuid,
-            "owner": owner,
-            "dimension": self.dimension,
-            "watermark": index.watermark,
-            "count": len(index),
-        }
-        if _write_atomic(file, lambda tmp: index._index.save(str(tmp))) and _write_atomic(
-            file.with_suffix(".json"), lambda tmp: tmp.write_text(json.dumps(meta))
-        ):
-            index.saved_at = index.watermark
-
-    def _save_text_index(self, owner: str, index: TextIndex) -> None:
-        meta = {
-            "store": self._store_uuid,
-            "owner": owner,
-            "watermark": index.watermark,
-            "tokens": TOKENS_VERSION,
-        }
-        arrays: dict[str, Any] = {**index.to_arrays(), "meta": np.array(json.dumps(meta))}
-
-        def write(tmp: Path) -> None:
-            with tmp.open("wb") as fh:
-                np.savez(fh, **arrays)
-
-        if _write_atomic(self._index_file(owner, ".bm25.npz"), write):
-            index.saved_at = index.watermark
+        self._cache.save(_PERSIST_MIN_VECTORS)
 
     def vector_search(
         self,
@@ -781,29 +383,8 @@ class SQLiteStore:
         k: int,
         types: Collection[MemoryType] | None = None,
     ) -> list[ScoredId]:
-        wanted = None if not types else {MemoryType(t).value for t in types}
         with self._lock:
-            index = self._index(owner)
-            over = k * 3 if agent is not None or wanted else k
-            while True:
-                found = index.search(vector, over)
-                by_num = {
-                    int(r[0]): r
-                    for r in self._rows_by_num(
-                        owner, "id, agent, type", [key for key, _ in found], active=True
-                    )
-                }
-                out: list[ScoredId] = []
-                for key, cos in found:
-                    r = by_num.get(key)
-                    if r is None or (agent is not None and r[2] not in (None, agent)):
-                        continue
-                    if wanted is None or r[3] in wanted:
-                        out.append(ScoredId(r[1], cos))
-                # other agents' or types' memories crowded the first `over` out: ask again
-                if len(out) >= k or len(found) < over:
-                    return out[:k]
-                over *= 4
+            return self._cache.vector_search(owner, agent, vector, k, types)
 
     def fts_search(
         self,
@@ -813,50 +394,8 @@ class SQLiteStore:
         k: int,
         types: Collection[MemoryType] | None = None,
     ) -> list[ScoredId]:
-        terms = tokens(query)[:_MAX_QUERY_TERMS]
-        if not terms or k <= 0:
-            return []
-        wanted = None if not types else [MemoryType(t).value for t in types]
         with self._lock:
-            hits = self._text_index(owner).search(terms, k, agent, wanted)
-            if not hits:
-                return []
-            rows = self._rows_by_num(owner, "id", [key for key, _ in hits])
-        ids = {int(r[0]): str(r[1]) for r in rows}
-        return [ScoredId(ids[key], score) for key, score in hits if key in ids]
-
-    def _rows_by_num(
-        self, owner: str, columns: str, nums: Sequence[int], *, active: bool = False
-    ) -> list[Any]:
-        """``(num, <columns>)`` of ``owner``'s rows among ``nums`` (chunked ``IN`` lists)."""
-        status = " AND status = 'active'" if active else ""
-        rows: list[Any] = []
-        for chunk in iter_chunks(nums):
-            rows.extend(
-                self._conn.execute(
-                    f"SELECT num, {columns} FROM memories WHERE owner = ?{status} AND num IN "
-                    f"({','.join('?' * len(chunk))})",
-                    [owner, *chunk],
-                ).fetchall()
-            )
-        return rows
-
-    def embeddings(self, owner: str, ids: Sequence[str]) -> dict[str, Vector]:
-        # Straight from the rows: current (another process may have re-embedded one), inactive
-        # ones and this transaction's included, and faster than the ANN index's copies.
-        out: dict[str, Vector] = {}
-        with self._lock:
-            for chunk in iter_chunks(ids):
-                marks = ",".join("?" * len(chunk))
-                for mid, blob in self._conn.execute(
-                    f"SELECT id, embedding FROM memories WHERE owner = ? AND id IN ({marks})",
-                    [owner, *chunk],
-                ):
-                    out[mid] = np.frombuffer(blob, dtype=np.float32)
-        return out
-
-    def cosines(self, owner: str, ids: Sequence[str], vector: Vector) -> dict[str, float]:
-        return {mid: float(vec @ vector) for mid, vec in self.embeddings(owner, ids).items()}
+            return self._cache.fts_search(owner, agent, query, k, types)
 
     def record_access(self, owner: str, ids: Sequence[str]) -> None:
         now = to_iso(utcnow())
@@ -903,153 +442,6 @@ class SQLiteStore:
         self._access.clear()
         self._access_since = time.monotonic()
 
-    def pinned(
-        self,
-        owner: str,
-        agent: str | None,
-        types: Sequence[MemoryType],
-        limit: int,
-        sort: PinnedSort,
-    ) -> list[Memory]:
-        if not types or limit <= 0:
-            return []
-        order = (
-            "importance DESC, created_at DESC"
-            if PinnedSort(sort) is PinnedSort.IMPORTANCE
-            else "created_at DESC"
-        )
-        args: list[Any] = [owner, *(MemoryType(t).value for t in types)]
-        agent_sql = ""
-        if agent is not None:
-            agent_sql = " AND (agent = ? OR agent IS NULL)"
-            args.append(agent)
-        args.append(int(limit))
-        with self._lock:
-            rows = self._conn.execute(
-                f"SELECT {_MEMORY_COLUMNS} FROM memories WHERE owner = ? AND status = 'active' "
-                f"AND type IN ({','.join('?' * len(types))}){agent_sql} ORDER BY {order} LIMIT ?",
-                args,
-            ).fetchall()
-            return [self._row_to_memory(r) for r in rows]
-
-    # ------------------------------------------------------------------ sessions
-    def session(self, owner: str, session: str) -> SessionState:
-        with self._lock:
-            row = self._conn.execute(
-                "SELECT turn, last_reset_at, last_reset_reason, updated_at FROM sessions "
-                "WHERE owner = ? AND session = ?",
-                (owner, session),
-            ).fetchone()
-            injected = dict(
-                self._conn.execute(
-                    "SELECT memory_id, turn FROM session_injections WHERE owner = ? AND session = ? "
-                    "ORDER BY turn",
-                    (owner, session),
-                ).fetchall()
-            )
-        if row is None:
-            return SessionState(owner, session, 0, {}, None, None, None)
-        return SessionState(
-            owner=owner,
-            session=session,
-            turn=int(row[0]),
-            injected=injected,
-            last_reset_at=from_iso(row[1]),
-            last_reset_reason=row[2],
-            updated_at=from_iso(row[3]),
-        )
-
-    def begin_turn(self, owner: str, session: str, depth: int) -> SessionState:
-        with self.transaction():
-            now = to_iso(utcnow())
-            self._conn.execute(
-                "INSERT INTO sessions (owner, session, turn, updated_at) VALUES (?, ?, 1, ?) "
-                "ON CONFLICT (owner, session) DO UPDATE SET turn = turn + 1, updated_at = excluded.updated_at",
-                (owner, session, now),
-            )
-            turn = int(
-                self._conn.execute(
-                    "SELECT turn FROM sessions WHERE owner = ? AND session = ?", (owner, session)
-                ).fetchone()[0]
-            )
-            # Bounded: forget injections long out of every in-flight turn's window.
-            self._conn.execute(
-                "DELETE FROM session_injections WHERE owner = ? AND session = ? AND turn <= ?",
-                (owner, session, turn - 2 * depth),
-            )
-        return self.session(owner, session)
-
-    def record_injection(
-        self,
-        owner: str,
-        session: str,
-        turn: int,
-        memory_ids: Sequence[str],
-        event: Mapping[str, Any],
-    ) -> None:
-        with self.transaction():
-            self._conn.executemany(
-                "INSERT INTO session_injections (owner, session, memory_id, turn) VALUES (?, ?, ?, ?) "
-                "ON CONFLICT (owner, session, memory_id) DO UPDATE SET turn = max(turn, excluded.turn)",
-                [(owner, session, mid, turn) for mid in memory_ids],
-            )
-            self._conn.execute(
-                "INSERT INTO injection_events (owner, session, turn, memory_ids, skipped, elapsed_ms, "
-                "query, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    owner,
-                    session,
-                    turn,
-                    json.dumps(list(memory_ids)),
-                    json.dumps(dict(event.get("skipped", {}))),
-                    float(event.get("elapsed_ms", 0.0)),
-                    event.get("query"),
-                    to_iso(utcnow()),
-                ),
-            )
-
-    def reset_session(self, owner: str, session: str, reason: ResetReason) -> SessionState:
-        with self.transaction():
-            now = to_iso(utcnow())
-            self._conn.execute(
-                "INSERT INTO sessions (owner, session, turn, last_reset_at, last_reset_reason, updated_at) "
-                "VALUES (?, ?, 0, ?, ?, ?) ON CONFLICT (owner, session) DO UPDATE SET "
-                "last_reset_at = excluded.last_reset_at, last_reset_reason = excluded.last_reset_reason, "
-                "updated_at = excluded.updated_at",
-                (owner, session, now, ResetReason(reason).value, now),
-            )
-            self._conn.execute(
-                "DELETE FROM session_injections WHERE owner = ? AND session = ?", (owner, session)
-            )
-        return self.session(owner, session)
-
-    def session_memory_ids(self, owner: str, session: str, since: datetime | None) -> set[str]:
-        sql = "SELECT id FROM memories WHERE owner = ? AND session = ? AND status = 'active'"
-        args: list[Any] = [owner, session]
-        if since is not None:
-            sql += " AND created_at > ?"
-            args.append(to_iso(since))
-        with self._lock:
-            return {r[0] for r in self._conn.execute(sql, args)}
-
-    def injection_events(self, owner: str, session: str, limit: int = 50) -> list[dict[str, Any]]:
-        with self._lock:
-            rows = self._conn.execute(
-                "SELECT turn, memory_ids, skipped, elapsed_ms, created_at FROM injection_events "
-                "WHERE owner = ? AND session = ? ORDER BY id DESC LIMIT ?",
-                (owner, session, int(limit)),
-            ).fetchall()
-        return [
-            {
-                "turn": int(r[0]),
-                "memory_ids": json.loads(r[1]),
-                "skipped": json.loads(r[2]),
-                "elapsed_ms": float(r[3]),
-                "created_at": r[4],
-            }
-            for r in rows
-        ]
-
 
 class _ClosedConnection:
     """Stands in for the connection after close: any use raises StoreError, not sqlite3's own."""
@@ -1075,21 +467,6 @@ def _enable_wal(conn: sqlite3.Connection, busy_timeout_ms: int) -> str:
                 raise
             time.sleep(delay)
             delay = min(delay * 2, 0.2)
-
-
-def _write_atomic(file: Path, write: Callable[[Path], object]) -> bool:
-    """Write ``file`` through a temporary file and a rename; ``False`` if that failed (the
-    in-memory indexes are caches: the next process rebuilds what could not be saved)."""
-    tmp = file.with_name(f"{file.name}.{os.getpid()}.tmp")
-    try:
-        file.parent.mkdir(parents=True, exist_ok=True)
-        write(tmp)
-        os.replace(tmp, file)
-        return True
-    except OSError:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
-        return False
 
 
 def _split_sql(script: str) -> list[str]:

@@ -1,0 +1,265 @@
+"""The search caches of a store: per owner, an ANN index of the embeddings
+(:class:`~memlane.store.vector_index.OwnerIndex`) and a BM25 index of the texts
+(:class:`~memlane.store.text_index.TextIndex`), kept beside the database and caught up from it.
+
+Backend-neutral. The database stays the source of truth and any process may write to it, so
+before each read an index applies the rows changed since its *watermark*. What the cache needs
+from a backend is the small :class:`ChangeFeed` protocol: changed rows in sequence order from a
+watermark (SQLite: the ``vec_seq`` column; PostgreSQL: any monotonic change sequence the backend
+keeps gap-free below what it has returned) and a few row lookups. The backend keeps its SQL; the
+cache keeps the indexes, their catch-up, their files (:mod:`memlane.store.index_files`) and the
+search over them, with the scope and type filtering that needs over-fetching (an owner's index
+holds every agent's and type's memories).
+
+Thread safety: none of its own; the backend calls it under its lock. Transactions: the cache
+reads committed rows only (through the feed). Rows the open transaction wrote are handed to
+:meth:`IndexCache.note_pending` so that :meth:`IndexCache.nearest` (the dedup lookup) sees them
+(read-your-writes); the backend calls :meth:`IndexCache.discard_pending` when the transaction
+ends, committed (the feed returns them from then on) or rolled back (they never existed).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Sequence
+from pathlib import Path
+from typing import NamedTuple, Protocol
+
+import numpy as np
+
+from memlane.store import index_files
+from memlane.store.base import ScoredId, Vector
+from memlane.store.text_index import TextIndex, tokens
+from memlane.store.vector_index import OwnerIndex
+from memlane.types import Memory, MemoryType, Status
+
+#: A changed row for the vector index: ``(key, active, float32 embedding bytes)``.
+VectorChange = tuple[int, bool, bytes]
+#: A changed row for the BM25 index: ``(key, active, content, agent, type value)``.
+TextChange = tuple[int, bool, str, str | None, str]
+#: Query terms beyond this many (long pasted text) are ignored by the full-text leg.
+MAX_QUERY_TERMS = 64
+#: Indexes below this many rows are not saved on :meth:`IndexCache.save` (cheap to rebuild).
+PERSIST_MIN_ROWS = 2000
+
+
+class RowRef(NamedTuple):
+    """What a search needs to know of a row: its id, agent, type value and whether it is active."""
+
+    id: str
+    agent: str | None
+    type: str
+    active: bool
+
+
+class ChangeFeed(Protocol):
+    """What a backend gives the cache. ``key`` is the backend's integer row key (SQLite: ``num``),
+    the key of both indexes. All calls are reads of one owner's rows only."""
+
+    def store_id(self) -> str:
+        """A stable id of this database (a saved cache of another id is ignored)."""
+        ...
+
+    def vector_changes(self, owner: str, watermark: int) -> tuple[list[VectorChange], int]:
+        """``owner``'s rows changed after ``watermark`` (inserted, re-embedded, status changed),
+        in change order, and the new watermark. Gap-free: no change numbered at or below the
+        returned watermark may become visible later. Inside a write transaction, only changes
+        committed before it (never its own, which a rollback could take back)."""
+        ...
+
+    def text_changes(self, owner: str, watermark: int) -> tuple[list[TextChange], int]:
+        """As :meth:`vector_changes`, for the BM25 index (same sequence, other columns)."""
+        ...
+
+    def row_refs(self, owner: str, keys: Sequence[int]) -> dict[int, RowRef]:
+        """``{key: ref}`` of ``owner``'s rows among ``keys`` (any status); any number of keys."""
+        ...
+
+    def memories(self, owner: str, keys: Sequence[int]) -> dict[int, Memory]:
+        """``{key: memory}`` of ``owner``'s rows among ``keys`` (any status, the open
+        transaction's rows included); any number of keys."""
+        ...
+
+    def has_agent_scopes(self, owner: str) -> bool:
+        """True when some of ``owner``'s memories belong to an agent (lookups must over-fetch)."""
+        ...
+
+
+class IndexCache:
+    """Per-owner vector and BM25 indexes over a :class:`ChangeFeed`, saved to ``folder``.
+
+    ``folder=None``: never loaded or saved. ``load_vector`` / ``load_text``: how a cold owner's
+    saved copy is loaded (default :meth:`load_vector_file` / :meth:`load_text_file`); a backend
+    may wrap or replace them.
+    """
+
+    def __init__(
+        self,
+        feed: ChangeFeed,
+        dimension: int,
+        folder: Path | None,
+        *,
+        load_vector: Callable[[str], OwnerIndex | None] | None = None,
+        load_text: Callable[[str], TextIndex | None] | None = None,
+    ) -> None:
+        self.feed = feed
+        self.dimension = dimension
+        self.folder = folder
+        self.vectors: dict[str, OwnerIndex] = {}
+        self.texts: dict[str, TextIndex] = {}
+        #: Rows of the open transaction: owner -> key -> (agent, embedding).
+        self.pending: dict[str, dict[int, tuple[str | None, Vector]]] = {}
+        self._load_vector = load_vector or self.load_vector_file
+        self._load_text = load_text or self.load_text_file
+
+    # ------------------------------------------------------------------ indexes
+    def vector(self, owner: str) -> OwnerIndex:
+        """``owner``'s vector index (loaded or built on first use), caught up with the feed."""
+        index = self.vectors.get(owner)
+        if index is None:
+            index = self.vectors[owner] = self._load_vector(owner) or OwnerIndex(self.dimension)
+        index.apply(*self.feed.vector_changes(owner, index.watermark))
+        return index
+
+    def text(self, owner: str) -> TextIndex:
+        """``owner``'s BM25 index (loaded or built on first use), caught up with the feed."""
+        index = self.texts.get(owner)
+        if index is None:
+            index = self.texts[owner] = self._load_text(owner) or TextIndex()
+        index.apply(*self.feed.text_changes(owner, index.watermark))
+        return index
+
+    def note_pending(self, owner: str, key: int, agent: str | None, vector: Vector) -> None:
+        """Row ``key`` of ``(owner, agent)`` was inserted or re-embedded in the open transaction
+        (seen by :meth:`nearest` until :meth:`discard_pending`)."""
+        self.pending.setdefault(owner, {})[key] = (agent, vector)
+
+    def discard_pending(self) -> None:
+        """The transaction ended (commit or rollback): forget its rows."""
+        self.pending.clear()
+
+    # ------------------------------------------------------------------ persistence
+    def load_vector_file(self, owner: str) -> OwnerIndex | None:
+        """``owner``'s vector index saved in the folder, or ``None`` (none, stale, damaged)."""
+        if self.folder is None:
+            return None
+        return index_files.load_vector(self.folder, owner, self.feed.store_id(), self.dimension)
+
+    def load_text_file(self, owner: str) -> TextIndex | None:
+        """``owner``'s BM25 index saved in the folder, or ``None`` (none, stale, damaged)."""
+        if self.folder is None:
+            return None
+        return index_files.load_text(self.folder, owner, self.feed.store_id())
+
+    def save(self, min_rows: int = PERSIST_MIN_ROWS) -> None:
+        """Save every index of at least ``min_rows`` rows that changed since it was loaded or
+        saved. Never raises for an unwritable folder (the next process rebuilds)."""
+        if self.folder is None:
+            return
+        store_id = self.feed.store_id()
+        for owner, index in self.vectors.items():
+            if len(index) >= min_rows and index.saved_at != index.watermark:
+                index_files.save_vector(self.folder, owner, store_id, index)
+        for owner, text in self.texts.items():
+            if len(text) >= min_rows and text.saved_at != text.watermark:
+                index_files.save_text(self.folder, owner, store_id, text)
+
+    # ------------------------------------------------------------------ searches
+    def nearest(
+        self, owner: str, agent: str | None, vector: Vector, k: int
+    ) -> list[tuple[Memory, float]]:
+        """Up to ``k`` active memories of exactly ``(owner, agent)``, nearest first, with their
+        cosine to ``vector``; the pending rows of the open transaction included."""
+        index = self.vector(owner)
+        pending = [
+            (key, p_vec)
+            for key, (p_agent, p_vec) in self.pending.get(owner, {}).items()
+            if p_agent == agent
+        ]
+        pending_scores: dict[int, float] = {}
+        if pending:  # rows written in this transaction: not in the index yet
+            sims = np.stack([v for _, v in pending]) @ np.asarray(vector, dtype=np.float32)
+            for (key, _), sim in zip(pending, sims.tolist(), strict=True):
+                pending_scores[key] = float(sim)
+        # The index holds every agent's memories of the owner: when other scopes exist, ask
+        # for more and, if other agents' near-copies still crowd out this scope, ask again.
+        over = k * 4 if agent is not None or self.feed.has_agent_scopes(owner) else k
+        while True:
+            found = index.search(vector, over)
+            scores = dict(found)
+            scores.update(pending_scores)
+            out = self._scoped(owner, scores, k, agent)
+            if len(out) >= k or len(found) < over:
+                return out
+            over *= 4
+
+    def _scoped(
+        self, owner: str, scores: dict[int, float], k: int, agent: str | None
+    ) -> list[tuple[Memory, float]]:
+        """The best ``k`` active memories of exactly ``agent`` among ``scores`` (key -> cosine),
+        best first (ties by key). Rows are read in chunks of ``k``, best first, only until
+        ``k`` qualify."""
+        ranked = sorted(scores, key=lambda key: (-scores[key], key))
+        out: list[tuple[Memory, float]] = []
+        for start in range(0, len(ranked), max(k, 1)):
+            chunk = ranked[start : start + k]
+            rows = self.feed.memories(owner, chunk)
+            for key in chunk:
+                mem = rows.get(key)
+                if mem is not None and mem.status is Status.ACTIVE and mem.agent == agent:
+                    out.append((mem, scores[key]))
+            if len(out) >= k:
+                break
+        return out[:k]
+
+    def vector_search(
+        self,
+        owner: str,
+        agent: str | None,
+        vector: Vector,
+        k: int,
+        types: Collection[MemoryType] | None = None,
+    ) -> list[ScoredId]:
+        """Top ``k`` active memories of the scope (``agent=None``: all the owner's; else that
+        agent's and shared ones), of ``types`` when given, by cosine, best first. Asks the index
+        for ``3k`` when filtering, then 4 times more while other agents' or types' rows crowd
+        the scope out."""
+        wanted = None if not types else {MemoryType(t).value for t in types}
+        index = self.vector(owner)
+        over = k * 3 if agent is not None or wanted else k
+        while True:
+            found = index.search(vector, over)
+            refs = self.feed.row_refs(owner, [key for key, _ in found])
+            out: list[ScoredId] = []
+            for key, cos in found:
+                ref = refs.get(key)
+                if ref is None or not ref.active:
+                    continue
+                if agent is not None and ref.agent not in (None, agent):
+                    continue
+                if wanted is None or ref.type in wanted:
+                    out.append(ScoredId(ref.id, cos))
+            if len(out) >= k or len(found) < over:
+                return out[:k]
+            over *= 4
+
+    def fts_search(
+        self,
+        owner: str,
+        agent: str | None,
+        query: str,
+        k: int,
+        types: Collection[MemoryType] | None = None,
+    ) -> list[ScoredId]:
+        """Top ``k`` memories of the scope (of ``types`` when given) by BM25 over the first
+        :data:`MAX_QUERY_TERMS` terms of ``query`` (plain text), best first; ``[]`` when the
+        query has no content word. The BM25 index filters scope and type itself: no
+        over-fetch."""
+        terms = tokens(query)[:MAX_QUERY_TERMS]
+        if not terms or k <= 0:
+            return []
+        wanted = None if not types else [MemoryType(t).value for t in types]
+        hits = self.text(owner).search(terms, k, agent, wanted)
+        if not hits:
+            return []
+        refs = self.feed.row_refs(owner, [key for key, _ in hits])
+        return [ScoredId(refs[key].id, score) for key, score in hits if key in refs]

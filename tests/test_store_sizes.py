@@ -1,0 +1,54 @@
+"""Calls that take many ids accept any number: the SQLite backend chunks every ``IN (...)`` list
+(memlane.store.base.CHUNK). The connection's bound-parameter limit is lowered to SQLite's old
+default of 999 (this build allows far more), so an unchunked list fails here."""
+
+from __future__ import annotations
+
+import itertools
+import sqlite3
+
+import numpy as np
+
+from conftest import Backend
+from memlane import HashEmbedder, MemoryType, PinnedSort, Relation
+from memlane._ids import new_id, utcnow
+from memlane._text import content_hash
+from memlane.embeddings import embed_texts
+from memlane.store import NewMemory
+from memlane.store.base import CHUNK
+from memlane.store.sqlite import SQLiteStore
+
+N = 2 * CHUNK + 250  # three chunks, and more than 999 ids
+
+
+def test_more_ids_than_sqlite_binds_in_one_statement(sqlite_backend: Backend) -> None:
+    emb = HashEmbedder()
+    store = sqlite_backend.open_store(emb)
+    assert isinstance(store, SQLiteStore)
+    store._conn.setlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER, 999)
+    texts = [f"note {i} about the kite festival in town {i % 7}" for i in range(N)]
+    vectors = embed_texts(emb, texts)
+    with store.transaction():
+        ids = [
+            store.insert(
+                NewMemory(new_id(), t, content_hash(t), MemoryType.FACT, 0.5, "default", None,
+                          None, None, utcnow()),
+                v,
+            ).id
+            for t, v in zip(texts, vectors, strict=True)
+        ]  # fmt: skip
+        for a, b in itertools.pairwise(ids):
+            store.add_association("default", a, b, Relation.RELATED_TO, 0.5)
+        # nearest inside the transaction: every row pending, read back in chunks
+        assert len(store.nearest("default", None, vectors[0], N)) == N
+    many = [*ids, *ids[:10], "missing"]
+    assert len(store.get_many("default", many)) == N
+    assert len(store.embeddings("default", many)) == N
+    assert len(store.cosines("default", many, vectors[0])) == N
+    assert len(store.neighbours("default", many)) == N - 1
+    assert len(store.vector_search("default", None, vectors[0], N)) == N
+    assert len(store.nearest("default", None, vectors[0], N)) == N
+    assert len(store.fts_search("default", None, "kite festival", N)) == N
+    types = [MemoryType.FACT] * 1200
+    assert len(store.pinned("default", None, types, N, PinnedSort.RECENT)) == N
+    assert np.isclose(store.cosines("default", ids[:1], vectors[0])[ids[0]], 1.0, atol=1e-5)
