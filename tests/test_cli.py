@@ -194,7 +194,7 @@ def test_add_all_options(cli: Cli) -> None:
 def test_add_refuses_bad_input_and_stores_nothing(
     cli: Cli, text: str, extra: list[str], message: str
 ) -> None:
-    result = cli("add", text, *extra, code=1)
+    result = cli("add", text, *extra, code=3)
     assert "error:" in result.stderr
     assert message in flat(result.stderr)
     assert result.stdout == ""
@@ -206,7 +206,7 @@ def test_error_text_with_brackets_is_printed_verbatim(
     cli: Cli, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("MEMLANE_DEDUP__MAX_CHARS", "20")
-    result = cli("add", "This memory is far longer than twenty characters.", code=1)
+    result = cli("add", "This memory is far longer than twenty characters.", code=3)
     assert "[dedup] max_chars" in flat(result.stderr)
 
 
@@ -319,7 +319,7 @@ def test_list_get_update_history_forget(cli: Cli) -> None:
     forgotten = cli.json("forget", memory_id)
     assert forgotten["status"] == "forgotten"
     assert memory_id not in {m["id"] for m in cli.json("list", "--owner", "alice")}
-    missing = cli("get", memory_id, code=1)
+    missing = cli("get", memory_id, code=4)
     assert "no memory" in flat(missing.stderr)
     assert cli.json("get", memory_id, "--include-inactive")["status"] == "forgotten"
 
@@ -367,20 +367,20 @@ def test_get_shows_associations(cli: Cli) -> None:
 
 @pytest.mark.parametrize("command", ["get", "forget", "history"])
 def test_unknown_id_is_a_clear_error(cli: Cli, command: str) -> None:
-    result = cli(command, "no-such-id", code=1)
+    result = cli(command, "no-such-id", code=4)
     assert "error:" in result.stderr and "no-such-id" in result.stderr
 
 
 def test_update_refuses_bad_text(cli: Cli) -> None:
     memory_id = cli.json("add", "Dave lives in Oslo.")["memory"]["id"]
-    cli("update", memory_id, "", code=1)
-    cli("update", memory_id, "[Context from memory]\n[fact] x", code=1)
+    cli("update", memory_id, "", code=3)
+    cli("update", memory_id, "[Context from memory]\n[fact] x", code=3)
     assert cli.json("get", memory_id)["content"] == "Dave lives in Oslo."
     assert cli.json("history", memory_id) == []
 
 
 def test_list_unknown_type_is_an_error(cli: Cli) -> None:
-    result = cli("list", "--type", "opinion", code=1)
+    result = cli("list", "--type", "opinion", code=3)
     assert "valid types" in flat(result.stderr)
 
 
@@ -393,7 +393,7 @@ def test_dedup_log(cli: Cli) -> None:
     assert cli.json("dedup-log", "--owner", "someone-else") == []
     assert cli.json("dedup-log", "--decision", "added") == []
     assert "hash_exact" in cli("dedup-log").stdout
-    bad = cli("dedup-log", "--decision", "merged", code=1)
+    bad = cli("dedup-log", "--decision", "merged", code=3)
     assert "hash_exact" in flat(bad.stderr)  # lists the valid decisions
 
 
@@ -443,7 +443,7 @@ def test_search_json_and_filters(cli: Cli) -> None:
     ],
 )
 def test_search_bad_arguments(cli: Cli, args: list[str], message: str) -> None:
-    result = cli("search", *args, code=1)
+    result = cli("search", *args, code=3)
     assert message in flat(result.stderr)
 
 
@@ -496,7 +496,7 @@ def test_inject_prints_the_block_or_says_why_not(cli: Cli) -> None:
 
 def test_inject_needs_a_session_and_text(cli: Cli) -> None:
     assert cli("inject", "hello there friend", code=2).exit_code == 2  # --session is required
-    result = cli("inject", "some text", "--session", "  ", code=1)
+    result = cli("inject", "some text", "--session", "  ", code=3)
     assert "session" in flat(result.stderr)
 
 
@@ -505,7 +505,7 @@ def test_injected_block_is_never_stored(cli: Cli) -> None:
     block = cli.json("inject", "Alice editor preferences", "--session", "s", "--owner", "alice")
     assert block["block"]
     before = cli.contents("alice")
-    result = cli("add", block["block"], "--owner", "alice", code=1)
+    result = cli("add", block["block"], "--owner", "alice", code=3)
     assert "injected" in flat(result.stderr)
     assert cli.contents("alice") == before
 
@@ -514,7 +514,7 @@ def test_injected_block_is_never_stored(cli: Cli) -> None:
 
 
 def test_session_reset_unknown_reason(cli: Cli) -> None:
-    result = cli("session", "reset", "chat-1", "--reason", "reboot", code=1)
+    result = cli("session", "reset", "chat-1", "--reason", "reboot", code=3)
     err = flat(result.stderr)
     assert "error:" in err and "reboot" in err
     for reason in ("compact", "clear", "resume"):

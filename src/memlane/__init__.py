@@ -15,6 +15,7 @@ from memlane.embeddings import Embedder, HashEmbedder, LocalEmbedder
 from memlane.engine import MemoryEngine, MemoryInput
 from memlane.errors import (
     ConfigError,
+    CorruptStore,
     EmbeddingError,
     EmbeddingMismatch,
     InvalidArgument,
@@ -22,6 +23,8 @@ from memlane.errors import (
     LLMError,
     MemlaneError,
     NotFound,
+    ReadOnlyStore,
+    StoreBusy,
     StoreError,
 )
 from memlane.history import INJECTION_BLOCK_PREFIX
@@ -50,6 +53,7 @@ __all__ = [
     "LLM",
     "Association",
     "ConfigError",
+    "CorruptStore",
     "Decision",
     "DedupLogEntry",
     "Embedder",
@@ -70,12 +74,14 @@ __all__ = [
     "MemoryType",
     "MemoryVersion",
     "NotFound",
+    "ReadOnlyStore",
     "Relation",
     "ResetReason",
     "SearchHit",
     "SessionState",
     "Settings",
     "Status",
+    "StoreBusy",
     "StoreError",
     "WriteResult",
     "__version__",
