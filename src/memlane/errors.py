@@ -2,19 +2,22 @@
 
 ::
 
-    MemlaneError                     root: catch this to catch everything memlane raises      exit 1
-    ├── InvalidMemory (ValueError)   a memory that must not be stored (empty, too long, a block) exit 3
-    ├── InvalidArgument (ValueError) a bad argument to an API call (unknown reason, bad mode ...) exit 3
-    ├── NotFound (LookupError)       no memory / session with that id in that scope              exit 4
-    ├── ConfigError (ValueError)     an invalid setting: names the key, the value, what is allowed exit 5
-    ├── EmbeddingError               the embedding model failed or is not installed; nothing written exit 6
-    │   └── EmbeddingMismatch        the store was built with another model or dimension          exit 6
-    ├── StoreError                   the storage backend failed (the write was rolled back); carries
-    │   │                            ``operation`` and ``path``: disk full, cannot open, I/O error  exit 10
-    │   ├── StoreBusy                another process held the write lock past busy_timeout_ms     exit 7
-    │   ├── ReadOnlyStore            the store (file, its -wal/-shm or its folder) is not writable exit 8
-    │   └── CorruptStore             the file is not a SQLite database or is damaged              exit 9
-    └── LLMError                     the configured LLM failed or timed out (the write path falls back) exit 11
+    MemlaneError                      root: catch it to catch all that memlane raises  exit 1
+    ├── InvalidMemory (ValueError)    a memory that must not be stored (empty ...)     exit 3
+    ├── InvalidArgument (ValueError)  a bad argument to an API call (bad mode ...)     exit 3
+    ├── NotFound (LookupError)        no memory / session with that id in that scope   exit 4
+    ├── ConfigError (ValueError)      an invalid setting: key, value, what is allowed  exit 5
+    ├── EmbeddingError                the embedding model failed; nothing was written  exit 6
+    │   └── EmbeddingMismatch         the store was built with another model           exit 6
+    ├── StoreError                    the store failed (the write was rolled back)     exit 10
+    │   ├── StoreBusy                 another process held the write lock too long     exit 7
+    │   ├── ReadOnlyStore             the file, its -wal/-shm or its folder read-only  exit 8
+    │   └── CorruptStore              not a SQLite database, or damaged                exit 9
+    └── LLMError                      the configured LLM failed or timed out           exit 11
+
+A :class:`StoreError` carries ``operation`` and ``path`` when known: disk full, a folder that
+cannot be created, an I/O error are plain ``StoreError``; "too long" for :class:`StoreBusy` is
+``[store] busy_timeout_ms`` in all.
 
 Every message says what went wrong and how to fix it. The CLI prints it as one line,
 ``error: <message>``, and exits with the class's :attr:`~MemlaneError.exit_code` (the number on
