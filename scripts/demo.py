@@ -32,7 +32,7 @@ from rich.table import Table  # noqa: E402
 from memlane.cli.replay import print_summary, run_replay  # noqa: E402
 from memlane.engine import MemoryEngine, MemoryInput  # noqa: E402
 from memlane.errors import MemlaneError  # noqa: E402
-from memlane.replay import load_locomo  # noqa: E402
+from memlane.eval.replay import load_locomo  # noqa: E402
 
 DEV = ROOT.parent / "shared" / "data" / "locomo" / "locomo_dev.json"
 SAMPLE = ROOT / "examples" / "locomo_sample.json"

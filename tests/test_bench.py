@@ -1,4 +1,4 @@
-"""Tests for memlane.bench (the synthetic-memory generator) and ``memlane bench add|search|inject``.
+"""Tests for memlane.eval.bench (the synthetic-memory generator) and ``memlane bench add|search|inject``.
 
 Small stores with the HashEmbedder: what is checked is the shape and sanity of the reports and the
 generator's determinism, never timings (machines are noisy).
@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from memlane import bench
 from memlane.cli import app
+from memlane.eval import bench
 from memlane.types import MemoryType
 
 
@@ -119,7 +119,7 @@ def test_conversation_has_sessions_and_recent_turns() -> None:
 
 
 def test_percentiles() -> None:
-    from memlane.replay import _latency
+    from memlane.eval.replay.report import latency
 
     assert bench.percentile([], 50) == 0.0
     assert bench.percentile([1.0, 2.0, 3.0], 50) == 2.0
@@ -127,7 +127,7 @@ def test_percentiles() -> None:
     assert s == {"p50_ms": 50.5, "p95_ms": 95.05, "mean_ms": 50.5, "max_ms": 100.0}
     assert bench.latency_summary([], "single_")["single_p95_ms"] == 0.0
     # the replay's latencies are the same percentiles (linear interpolation)
-    assert _latency([1.0, 2.0, 3.0, 4.0]) == {"p50": 2.5, "p95": 3.85, "max": 4.0}
+    assert latency([1.0, 2.0, 3.0, 4.0]) == {"p50": 2.5, "p95": 3.85, "max": 4.0}
 
 
 # ------------------------------------------------------------------------------------ commands

@@ -304,24 +304,27 @@ def test_list_get_update_history_forget(cli: Cli) -> None:
     assert cli.json("list", "--owner", "alice", "--type", "identity") == []
     assert len(cli.json("list", "--owner", "alice", "--limit", "1")) == 1
 
-    updated = cli.json("update", memory_id, "Alice works at Initech.")
+    updated = cli.json("update", memory_id, "Alice works at Initech.", "--owner", "alice")
     assert updated["id"] == memory_id and updated["content"] == "Alice works at Initech."
-    history = cli.json("history", memory_id)
+    history = cli.json("history", memory_id, "--owner", "alice")
     assert [v["content"] for v in history] == ["Alice works at Acme."]
 
-    got = cli.json("get", memory_id)
+    got = cli.json("get", memory_id, "--owner", "alice")
     assert got["content"] == "Alice works at Initech."
     assert [v["content"] for v in got["history"]] == ["Alice works at Acme."]
     assert isinstance(got["associations"], list)
-    human = cli("get", memory_id).stdout
+    human = cli("get", memory_id, "--owner", "alice").stdout
     assert "Alice works at Initech." in human and "Alice works at Acme." in human
 
-    forgotten = cli.json("forget", memory_id)
+    forgotten = cli.json("forget", memory_id, "--owner", "alice")
     assert forgotten["status"] == "forgotten"
     assert memory_id not in {m["id"] for m in cli.json("list", "--owner", "alice")}
-    missing = cli("get", memory_id, code=4)
+    missing = cli("get", memory_id, "--owner", "alice", code=4)
     assert "no memory" in flat(missing.stderr)
-    assert cli.json("get", memory_id, "--include-inactive")["status"] == "forgotten"
+    assert (
+        cli.json("get", memory_id, "--include-inactive", "--owner", "alice")["status"]
+        == "forgotten"
+    )
 
 
 def test_reads_and_writes_for_humans(cli: Cli) -> None:
@@ -330,14 +333,14 @@ def test_reads_and_writes_for_humans(cli: Cli) -> None:
     assert "1 memories of alice" in listed
     assert "fact Alice works at Acme." in listed and memory_id in listed
     assert flat(cli("list", "--owner", "bob").stdout) == "no memories for owner 'bob'"
-    assert "never changed" in cli("history", memory_id).stdout
+    assert "never changed" in cli("history", memory_id, "--owner", "alice").stdout
 
-    updated = flat(cli("update", memory_id, "Alice works at Initech.").stdout)
+    updated = flat(cli("update", memory_id, "Alice works at Initech.", "--owner", "alice").stdout)
     assert updated == f"updated {memory_id} Alice works at Initech."
-    history = flat(cli("history", memory_id).stdout)
+    history = flat(cli("history", memory_id, "--owner", "alice").stdout)
     assert history.startswith("current: Alice works at Initech.")
     assert "previous text" in history and "Alice works at Acme." in history
-    got = flat(cli("get", memory_id).stdout)
+    got = flat(cli("get", memory_id, "--owner", "alice").stdout)
     for line in (
         f"id {memory_id}",
         "content Alice works at Initech.",
@@ -349,9 +352,11 @@ def test_reads_and_writes_for_humans(cli: Cli) -> None:
     ):
         assert line in got
 
-    forgotten = flat(cli("forget", memory_id).stdout)
+    forgotten = flat(cli("forget", memory_id, "--owner", "alice").stdout)
     assert forgotten == f"forgotten {memory_id} Alice works at Initech."
-    assert "status forgotten" in flat(cli("get", memory_id, "--include-inactive").stdout)
+    assert "status forgotten" in flat(
+        cli("get", memory_id, "--include-inactive", "--owner", "alice").stdout
+    )
 
 
 def test_get_shows_associations(cli: Cli) -> None:
@@ -359,16 +364,29 @@ def test_get_shows_associations(cli: Cli) -> None:
     # The same words with the roles swapped: never merged, stored and linked.
     second = cli.json("add", "Acme works at Alice.", "--owner", "alice")
     assert second["decision"] == "guard_keep"
-    got = cli.json("get", second["memory"]["id"])
+    got = cli.json("get", second["memory"]["id"], "--owner", "alice")
     targets = {a["target_id"] for a in got["associations"]}
     assert first["memory"]["id"] in targets
-    assert "related_to" in cli("get", second["memory"]["id"]).stdout
+    assert "related_to" in cli("get", second["memory"]["id"], "--owner", "alice").stdout
 
 
 @pytest.mark.parametrize("command", ["get", "forget", "history"])
 def test_unknown_id_is_a_clear_error(cli: Cli, command: str) -> None:
     result = cli(command, "no-such-id", code=4)
     assert "error:" in result.stderr and "no-such-id" in result.stderr
+
+
+@pytest.mark.parametrize(
+    "args", [["get"], ["history"], ["forget"], ["update", "Bob works at Initech."]]
+)
+def test_by_id_commands_stay_in_the_owner_scope(cli: Cli, args: list[str]) -> None:
+    memory_id = cli.json("add", "Alice works at Acme.", "--owner", "alice")["memory"]["id"]
+    other = cli(args[0], memory_id, *args[1:], "--owner", "bob", code=4)
+    # the same error as for an id that does not exist: nothing tells bob the id is taken
+    missing = cli(args[0], "no-such-id", *args[1:], "--owner", "bob", code=4)
+    assert other.stderr.replace(memory_id, "ID") == missing.stderr.replace("no-such-id", "ID")
+    kept = cli.json("get", memory_id, "--owner", "alice")
+    assert (kept["content"], kept["status"]) == ("Alice works at Acme.", "active")
 
 
 def test_update_refuses_bad_text(cli: Cli) -> None:
@@ -392,7 +410,8 @@ def test_dedup_log(cli: Cli) -> None:
     assert rows[0]["new_text"] == "Erin runs on Sundays."
     assert cli.json("dedup-log", "--owner", "someone-else") == []
     assert cli.json("dedup-log", "--decision", "added") == []
-    assert "hash_exact" in cli("dedup-log").stdout
+    assert "hash_exact" in cli("dedup-log", "--owner", "erin").stdout
+    assert cli.json("dedup-log") == []  # the default owner's log: erin's rows are not shown
     bad = cli("dedup-log", "--decision", "merged", code=3)
     assert "hash_exact" in flat(bad.stderr)  # lists the valid decisions
 

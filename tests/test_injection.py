@@ -46,7 +46,7 @@ def test_trivial_prompts_skip_the_search(
     def no_search(*args: Any, **kwargs: Any) -> Any:
         raise AssertionError("a trivial prompt must not search")
 
-    monkeypatch.setattr(pipeline, "search", no_search)
+    monkeypatch.setattr(engine.retriever, "search", no_search)
     inj = engine.inject("s", text)
     assert inj.block is None and inj.items == ()
     assert inj.skipped == {"trivial": 1}
@@ -98,7 +98,7 @@ def test_acknowledgements_with_a_speaker_or_punctuation_skip_the_search(
     def no_search(*args: Any, **kwargs: Any) -> Any:
         raise AssertionError(f"a trivial prompt must not search: {text!r}")
 
-    monkeypatch.setattr(pipeline, "search", no_search)
+    monkeypatch.setattr(engine.retriever, "search", no_search)
     inj = engine.inject("s", text)
     assert inj.block is None and inj.items == ()
     assert inj.skipped == {"trivial": 1}
@@ -112,13 +112,13 @@ def test_prompts_with_content_are_searched(
 ) -> None:
     mid = engine.add(PEANUTS).memory.id
     queries: list[str] = []
-    real_search = pipeline.search
+    real_search = engine.retriever.search
 
-    def spy(engine_: MemoryEngine, query: str, **kwargs: Any) -> Any:
+    def spy(query: str, **kwargs: Any) -> Any:
         queries.append(query)
-        return real_search(engine_, query, **kwargs)
+        return real_search(query, **kwargs)
 
-    monkeypatch.setattr(pipeline, "search", spy)
+    monkeypatch.setattr(engine.retriever, "search", spy)
     inj = engine.inject("s", text)
     assert "trivial" not in inj.skipped
     assert len(queries) == 1 and queries[0].startswith(text)
@@ -493,7 +493,7 @@ def test_disabled_injects_nothing(make_engine: MakeEngine, monkeypatch: pytest.M
     def no_search(*args: Any, **kwargs: Any) -> Any:
         raise AssertionError("injection is disabled: no search")
 
-    monkeypatch.setattr(pipeline, "search", no_search)
+    monkeypatch.setattr(engine.retriever, "search", no_search)
     inj = engine.inject("s", QUESTION)
     assert inj.block is None and inj.items == () and inj.skipped == {"disabled": 1}
     # the session is left as it was: no turn counted, no event row

@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from memlane.cli import app
 from memlane.errors import InvalidArgument
-from memlane.replay import (
+from memlane.eval.replay import (
     load_locomo,
     normalise_evidence,
     replay_file,

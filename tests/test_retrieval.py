@@ -202,7 +202,7 @@ def test_graph_leg_brings_an_associated_memory(store_backend: Backend) -> None:
     before = engine.search(QUERY, limit=2)
     assert allergy.id not in {h.memory.id for h in before}
     with engine.store.transaction():
-        engine.store.add_association(dark.id, allergy.id, Relation.RELATED_TO, 1.0)
+        engine.store.add_association("default", dark.id, allergy.id, Relation.RELATED_TO, 1.0)
     hits = engine.search(QUERY, limit=2)
     by_id = {h.memory.id: h for h in hits}
     assert dark.id in by_id and allergy.id in by_id

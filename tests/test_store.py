@@ -16,17 +16,21 @@ from numpy.typing import NDArray
 import memlane.store.sqlite.store as sqlite_store
 from conftest import Backend
 from memlane import (
+    ChangeReason,
+    Decision,
     EmbeddingMismatch,
     HashEmbedder,
     MemoryType,
     NotFound,
     Relation,
+    ResetReason,
     StoreError,
 )
 from memlane._ids import new_id, utcnow
 from memlane._text import content_hash
 from memlane.embeddings import embed_texts
 from memlane.store import MemoryStore, NewMemory
+from memlane.store.base import NewDedupLog
 from memlane.store.sqlite import SQLiteStore
 from memlane.store.sqlite.migrations import MIGRATIONS
 from memlane.store.sqlite.store import merge_metadata
@@ -76,9 +80,9 @@ def test_insert_get_and_find_by_hash(store_backend: Backend) -> None:
         "chat",
         "s1",
     )
-    assert store.get(m.id) == m
-    assert store.get("missing") is None
-    assert store.get_many([m.id, "missing", m.id]) == {m.id: m}
+    assert store.get("default", m.id) == m
+    assert store.get("default", "missing") is None
+    assert store.get_many("default", [m.id, "missing", m.id]) == {m.id: m}
     assert store.find_by_hash("default", None, content_hash("ALICE  likes tea")) == m
     assert store.find_by_hash("other", None, d.content_hash) is None
     assert store.find_by_hash("default", "agent-x", d.content_hash) is None
@@ -90,21 +94,22 @@ def test_transaction_rolls_back_whole(store_backend: Backend) -> None:
     keep = insert(store, "kept memory")
     with pytest.raises(RuntimeError), store.transaction():
         mid = store.insert(draft("lost memory"), vec("lost memory")).id
-        store.confirm(keep, {"sources": ["x"]})
+        store.confirm("default", keep, {"sources": ["x"]})
         store.log_dedup(
-            owner="default",
-            new_text="lost memory",
-            existing_id=keep,
-            existing_text="kept memory",
-            similarity=0.9,
-            decision="gray_keep",
-            reasoning=None,
-            review_status="unreviewed",
+            NewDedupLog(
+                owner="default",
+                new_text="lost memory",
+                existing_id=keep,
+                existing_text="kept memory",
+                similarity=0.9,
+                decision=Decision.GRAY_KEEP,
+                reasoning=None,
+            )
         )
         raise RuntimeError("boom")
-    assert store.get(mid) is None
-    assert store.get(keep).confirmations == 0  # type: ignore[union-attr]
-    assert store.dedup_log() == []
+    assert store.get("default", mid) is None
+    assert store.get("default", keep).confirmations == 0  # type: ignore[union-attr]
+    assert store.dedup_log("default") == []
     assert store.count() == 1
     # and the store still works after the rollback
     insert(store, "another memory")
@@ -165,7 +170,7 @@ def test_embeddings_and_cosines_are_the_stored_vectors(store_backend: Backend) -
     store = store_backend.open_store(EMB)
     tea, old = insert(store, "Alice likes tea"), insert(store, "Bob drove to work")
     with store.transaction():
-        store.set_status(old, Status.FORGOTTEN)
+        store.set_status("default", old, Status.FORGOTTEN)
     store.vector_search("default", None, vec("tea"), 5)  # the vector index holds tea
     with store.transaction():
         pending = store.insert(draft("Carol reads poems"), vec("Carol reads poems")).id
@@ -176,7 +181,9 @@ def test_embeddings_and_cosines_are_the_stored_vectors(store_backend: Backend) -
         np.testing.assert_allclose(got[pending], vec("Carol reads poems"), atol=1e-6)
     green = "Alice likes green tea"
     with store.transaction():
-        store.replace_content(tea, green, content_hash(green), vec(green), "update")
+        store.replace_content(
+            "default", tea, green, content_hash(green), vec(green), ChangeReason.UPDATE
+        )
     np.testing.assert_allclose(store.embeddings("default", [tea])[tea], vec(green), atol=1e-6)
     cos = store.cosines("default", [tea, pending, "missing"], vec(green))
     assert set(cos) == {tea, pending}
@@ -192,7 +199,12 @@ def test_fts_index_follows_content_updates(store_backend: Backend) -> None:
     assert [h.id for h in store.fts_search("default", None, "sofa", 10)] == [mid]
     with store.transaction():
         store.replace_content(
-            mid, "The cat sleeps in the garden", content_hash("x"), vec("garden"), "update"
+            "default",
+            mid,
+            "The cat sleeps in the garden",
+            content_hash("x"),
+            vec("garden"),
+            "update",
         )
     assert store.fts_search("default", None, "sofa", 10) == []
     assert [h.id for h in store.fts_search("default", None, "garden", 10)] == [mid]
@@ -204,7 +216,7 @@ def test_fts_index_follows_content_updates(store_backend: Backend) -> None:
     from memlane import Status
 
     with store.transaction():
-        store.set_status(other, Status.FORGOTTEN)
+        store.set_status("default", other, Status.FORGOTTEN)
     assert store.fts_search("default", None, "dogs", 10) == []
 
 
@@ -213,37 +225,43 @@ def test_history_versions(store_backend: Backend) -> None:
     mid = insert(store, "v0")
     for i in range(1, 4):
         with store.transaction():
-            store.replace_content(mid, f"v{i}", content_hash(f"v{i}"), vec(f"v{i}"), "update")
-    versions = store.history(mid)
+            store.replace_content(
+                "default", mid, f"v{i}", content_hash(f"v{i}"), vec(f"v{i}"), ChangeReason.UPDATE
+            )
+    versions = store.history("default", mid)
     assert [(v.version, v.content, v.reason) for v in versions] == [
-        (1, "v0", "update"),
-        (2, "v1", "update"),
-        (3, "v2", "update"),
+        (1, "v0", ChangeReason.UPDATE),
+        (2, "v1", ChangeReason.UPDATE),
+        (3, "v2", ChangeReason.UPDATE),
     ]
-    assert store.get(mid).content == "v3"  # type: ignore[union-attr]
+    assert store.get("default", mid).content == "v3"  # type: ignore[union-attr]
     with pytest.raises(NotFound):
-        store.history("missing")
+        store.history("default", "missing")
 
 
 def test_associations_both_directions(store_backend: Backend) -> None:
     store = store_backend.open_store(EMB)
     a, b, c = (insert(store, t) for t in ("aaa", "bbb", "ccc"))
     with store.transaction():
-        store.add_association(a, b, Relation.RELATED_TO, 0.5)
-        store.add_association(a, b, Relation.RELATED_TO, 0.9)  # upsert keeps the max weight
-        store.add_association(c, a, Relation.UPDATES, 0.3)
-    assert {(x.source_id, x.target_id, x.relation, x.weight) for x in store.associations(a)} == {
+        store.add_association("default", a, b, Relation.RELATED_TO, 0.5)
+        store.add_association(
+            "default", a, b, Relation.RELATED_TO, 0.9
+        )  # upsert keeps the max weight
+        store.add_association("default", c, a, Relation.UPDATES, 0.3)
+    assert {
+        (x.source_id, x.target_id, x.relation, x.weight) for x in store.associations("default", a)
+    } == {
         (a, b, Relation.RELATED_TO, 0.9),
         (c, a, Relation.UPDATES, 0.3),
     }
 
     def pairs(ids: list[str]) -> list[tuple[str, str]]:
-        return sorted((x.source_id, x.target_id) for x in store.neighbours(ids))
+        return sorted((x.source_id, x.target_id) for x in store.neighbours("default", ids))
 
     assert pairs([b]) == [(a, b)]
     assert pairs([c]) == [(c, a)]
     assert pairs([a, c]) == sorted([(a, b), (c, a)])  # touching both ids: listed once
-    assert store.neighbours([]) == []
+    assert store.neighbours("default", []) == []
 
 
 def test_sessions_and_access_persist_across_reopen(store_backend: Backend) -> None:
@@ -252,12 +270,12 @@ def test_sessions_and_access_persist_across_reopen(store_backend: Backend) -> No
     state = store.begin_turn("default", "s1", depth=10)
     assert state.turn == 1
     store.record_injection("default", "s1", 1, [mid], {"skipped": {}, "elapsed_ms": 1.0})
-    store.record_access([mid])
+    store.record_access("default", [mid])
     store.close()
     again = store_backend.open_store(EMB)
     state = again.session("default", "s1")
     assert state.turn == 1 and dict(state.injected) == {mid: 1}
-    m = again.get(mid)
+    m = again.get("default", mid)
     assert m is not None and m.access_count == 1 and m.last_accessed_at is not None
     (event,) = again.injection_events("default", "s1")
     assert event["memory_ids"] == [mid] and event["turn"] == 1
@@ -275,7 +293,7 @@ def test_begin_turn_keeps_tracking_for_twice_the_window(store_backend: Backend) 
     state = store.begin_turn("default", "s", depth=2)  # turn 6: turns <= 6 - 4 pruned
     assert (state.turn, dict(state.injected)) == (6, {a: 3})
     assert store.session("other", "s").turn == 0  # sessions are per owner
-    reset = store.reset_session("default", "s", "compact")
+    reset = store.reset_session("default", "s", ResetReason.COMPACT)
     assert (reset.turn, reset.injected, reset.last_reset_reason) == (6, {}, "compact")
     assert reset.last_reset_at is not None
     assert [e["turn"] for e in store.injection_events("default", "s")] == [3, 2, 1]
@@ -317,7 +335,7 @@ def test_closed_store_refuses_writes(store_backend: Backend) -> None:
     with pytest.raises(StoreError, match="closed"), store.transaction():
         pass
     with pytest.raises(StoreError, match="closed"):
-        store.get("any")
+        store.get("default", "any")
 
 
 # --- metadata merge (provenance) ---------------------------------------------------------------
@@ -386,7 +404,7 @@ def test_busy_timeout_setting_survives_access_flushes(sqlite_backend: Backend) -
     store = sqlite_backend.open_store(EMB, settings)
     assert isinstance(store, SQLiteStore)
     mid = insert(store, "remember me")
-    store.record_access([mid])
+    store.record_access("default", [mid])
     store._flush_access(force=True)
     assert store._conn.execute("PRAGMA busy_timeout").fetchone()[0] == 1234
 
@@ -394,7 +412,7 @@ def test_busy_timeout_setting_survives_access_flushes(sqlite_backend: Backend) -
 def test_close_waits_for_another_writer_instead_of_failing(sqlite_backend: Backend) -> None:
     store = sqlite_backend.open_store(EMB)
     mid = insert(store, "remember me")
-    store.record_access([mid])  # buffered: flushed on close
+    store.record_access("default", [mid])  # buffered: flushed on close
     other = sqlite3.connect(
         sqlite_backend.home / "memlane.db", isolation_level=None, check_same_thread=False
     )
@@ -407,7 +425,7 @@ def test_close_waits_for_another_writer_instead_of_failing(sqlite_backend: Backe
         timer.join()
         other.close()
     again = sqlite_backend.open_store(EMB)
-    assert again.get(mid).access_count == 1  # type: ignore[union-attr]
+    assert again.get("default", mid).access_count == 1  # type: ignore[union-attr]
 
 
 class _LoadSpy:
@@ -451,8 +469,10 @@ def test_vector_index_saved_reused_and_caught_up(
 
     with second.transaction():
         silver = "now about silver"
-        second.replace_content(ids[2], silver, content_hash(silver), vec(silver), "update")
-        second.set_status(ids[3], Status.FORGOTTEN)
+        second.replace_content(
+            "default", ids[2], silver, content_hash(silver), vec(silver), ChangeReason.UPDATE
+        )
+        second.set_status("default", ids[3], Status.FORGOTTEN)
     second.close()
 
     # A third connection loads the (now stale) saved index and catches up from the database.
@@ -499,7 +519,7 @@ def test_index_sees_rows_of_another_open_connection(sqlite_backend: Backend) -> 
     from memlane import Status
 
     with a.transaction():
-        a.set_status(mid, Status.FORGOTTEN)
+        a.set_status("default", mid, Status.FORGOTTEN)
     assert _fts(b, "later") == []
 
 
@@ -531,8 +551,10 @@ def test_text_index_saved_reused_and_caught_up(
     from memlane import Status
 
     with second.transaction():
-        second.replace_content(ids[0], "a yellow balloon", content_hash("y"), vec("y"), "update")
-        second.set_status(ids[2], Status.FORGOTTEN)
+        second.replace_content(
+            "default", ids[0], "a yellow balloon", content_hash("y"), vec("y"), ChangeReason.UPDATE
+        )
+        second.set_status("default", ids[2], Status.FORGOTTEN)
     new = insert(second, "an orange kite tangled in the oak")
     # the saved copy, caught up from the database; equal scores: the older memory first
     assert _fts(second, "kite") == [ids[1], new]

@@ -35,8 +35,10 @@ def related(engine: MemoryEngine, a: str, b: str) -> bool:
     )
 
 
-def log_rows(engine: MemoryEngine) -> list[Any]:
-    return engine.dedup_log(limit=1000)
+def log_rows(engine: MemoryEngine, owners: tuple[str, ...] = ("default", "alice")) -> list[Any]:
+    """The dedup-log rows of ``owners`` (the log is read one owner at a time), newest first."""
+    rows = [r for owner in owners for r in engine.dedup_log(owner=owner, limit=1000)]
+    return sorted(rows, key=lambda r: r.id, reverse=True)
 
 
 # --- added / hash_exact ------------------------------------------------------------------------
@@ -58,7 +60,11 @@ def test_first_memory_is_added_with_type_defaults(engine: MemoryEngine) -> None:
     )
     assert m.importance == 0.7  # preference default
     assert m.status is Status.ACTIVE and m.confirmations == 0
-    assert engine.get(m.id) == m
+    assert engine.get(m.id, owner="alice") == m
+    assert engine.get(m.id, owner="alice", agent="ui") == m
+    for other in ({"owner": "bob"}, {}, {"owner": "alice", "agent": "cli"}):
+        with pytest.raises(NotFound):
+            engine.get(m.id, **other)  # outside the scope: as if it did not exist
     assert log_rows(engine) == []  # plain `added` is not logged
 
 
@@ -645,8 +651,10 @@ def test_dedup_log_filters(engine: MemoryEngine) -> None:
     engine.add(BASE, owner="bob")
     engine.add(BASE + ".", owner="bob")
     assert [r.decision for r in engine.dedup_log(owner="bob")] == [Decision.AUTO_REJECT]
-    assert [r.owner for r in engine.dedup_log(decision="hash_exact")] == ["alice"]
-    assert len(engine.dedup_log(limit=1)) == 1
+    assert [r.owner for r in engine.dedup_log(owner="alice", decision="hash_exact")] == ["alice"]
+    assert engine.dedup_log(owner="bob", decision="hash_exact") == []
+    assert engine.dedup_log() == []  # the default owner logged nothing
+    assert len(engine.dedup_log(owner="alice", limit=1)) == 1
 
 
 @pytest.mark.model

@@ -21,25 +21,16 @@ from __future__ import annotations
 import heapq
 import math
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 from memlane._ids import utcnow
 from memlane._text import STOP_WORDS, words
-from memlane.errors import InvalidArgument, MemlaneError
-from memlane.types import TYPE_NAMES, Memory, MemoryType, SearchHit, Status
-
-if TYPE_CHECKING:
-    from memlane.engine import MemoryEngine
+from memlane.config import RetrievalSettings
+from memlane.embeddings.cache import Embeddings
+from memlane.errors import InvalidArgument
+from memlane.store.base import MemoryStore
+from memlane.types import Memory, MemoryType, SearchHit, Status, parse_type
 
 MODES = ("hybrid", "vector", "fts")
-
-
-def parse_type(value: MemoryType | str, error: type[MemlaneError] = InvalidArgument) -> MemoryType:
-    """``value`` as a :class:`MemoryType`; else ``error`` naming the valid types."""
-    try:
-        return MemoryType(value)
-    except ValueError:
-        raise error(f"unknown type {value!r}; valid types: {TYPE_NAMES}") from None
 
 
 def query_terms(text: str, limit: int = 32) -> list[str]:
@@ -55,35 +46,71 @@ def query_terms(text: str, limit: int = 32) -> list[str]:
     return out
 
 
-def search(
-    engine: MemoryEngine,
+class Retriever:
+    """Hybrid search over one store; takes the store, the embeddings and ``[retrieval]``."""
+
+    def __init__(
+        self, store: MemoryStore, embeddings: Embeddings, settings: RetrievalSettings
+    ) -> None:
+        self.store = store
+        self.embeddings = embeddings
+        self.settings = settings
+
+    def search(
+        self,
+        query: str,
+        *,
+        owner: str = "default",
+        agent: str | None = None,
+        limit: int = 10,
+        types: Sequence[MemoryType | str] | None = None,
+        mode: str = "hybrid",
+        record_access: bool = True,
+    ) -> list[SearchHit]:
+        """Search ``owner``'s memories (``agent``'s and shared ones, when given) for ``query``;
+        at most ``limit`` hits, best first.
+
+        ``mode``: ``hybrid`` (all legs), ``vector`` or ``fts`` (one leg, for baselines);
+        ``record_access=False`` leaves access counts alone (injection records only what it
+        injects). Raises :class:`InvalidArgument` for an empty query, a bad mode, limit or type.
+        """
+        return _search(
+            self.store,
+            self.embeddings,
+            self.settings,
+            query,
+            owner=owner,
+            agent=agent,
+            limit=limit,
+            types=types,
+            mode=mode,
+            record_access=record_access,
+        )
+
+
+def _search(
+    store: MemoryStore,
+    embeddings: Embeddings,
+    cfg: RetrievalSettings,
     query: str,
     *,
-    owner: str = "default",
-    agent: str | None = None,
-    limit: int = 10,
-    types: Sequence[MemoryType | str] | None = None,
-    mode: str = "hybrid",
-    record_access: bool = True,
+    owner: str,
+    agent: str | None,
+    limit: int,
+    types: Sequence[MemoryType | str] | None,
+    mode: str,
+    record_access: bool,
 ) -> list[SearchHit]:
-    """Search ``owner``'s memories for ``query``; at most ``limit`` hits, best first.
-
-    ``mode``: ``hybrid`` (all legs), ``vector`` or ``fts`` (one leg, for baselines);
-    ``record_access=False`` leaves access counts alone (injection records only what it injects).
-    Raises :class:`InvalidArgument` for an empty query, a bad mode, limit or type.
-    """
     if not isinstance(query, str) or not query.strip():
         raise InvalidArgument("query is empty: give some text to search for")
     if mode not in MODES:
         raise InvalidArgument(f"unknown search mode {mode!r}; valid: {', '.join(MODES)}")
     if not isinstance(limit, int) or limit < 1 or limit > 1000:
         raise InvalidArgument(f"limit must be 1..1000, got {limit!r}")
-    type_set = {parse_type(t) for t in types} if types else None
-    cfg = engine.settings.retrieval
-    store = engine.store
+    type_set = {parse_type(t, InvalidArgument) for t in types} if types else None
     # The legs filter by type themselves; graph neighbours are filtered when read.
     n_cand = max(cfg.candidates, limit)
-    qvec = engine.embed_query(query)
+    qvec = embeddings.embed_query(query)
 
     ranks: dict[str, dict[str, int]] = {}
     cosine: dict[str, float] = {}
@@ -110,7 +137,7 @@ def search(
         seeds = sorted(scores, key=scores.__getitem__, reverse=True)[: cfg.graph_seeds]
         seed_score = {s: scores[s] for s in seeds}
         graph: dict[str, float] = {}
-        for a in store.neighbours(seeds):
+        for a in store.neighbours(owner, seeds):
             for seed, other in ((a.source_id, a.target_id), (a.target_id, a.source_id)):
                 if seed in seed_score and other not in seed_score:
                     graph[other] = max(graph.get(other, 0.0), a.weight * seed_score[seed])
@@ -144,10 +171,12 @@ def search(
         chunk = order[start : start + step]
         start += step
         step = limit
-        memories = store.get_many(chunk)
+        memories = store.get_many(owner, chunk)
         for mid in chunk:
             mem = memories.get(mid)
             if mem is None or mem.status is not Status.ACTIVE:
+                continue
+            if agent is not None and mem.agent not in (None, agent):
                 continue
             if type_set is not None and mem.type not in type_set:
                 continue
@@ -163,7 +192,7 @@ def search(
     hits.sort(key=lambda h: h.score, reverse=True)
     hits = hits[:limit]
     if record_access and hits:
-        store.record_access([h.memory.id for h in hits])
+        store.record_access(owner, [h.memory.id for h in hits])
     return hits
 
 

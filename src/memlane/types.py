@@ -93,6 +93,30 @@ _DUPLICATE_DECISIONS = frozenset(
 )
 
 
+class ReviewStatus(StrEnum):
+    """Where a ``dedup_log`` row stands in review: ``hash_exact`` rows are confirmed when
+    written; the others wait for a person (or the LLM janitor) to confirm or reverse them."""
+
+    UNREVIEWED = "unreviewed"
+    CONFIRMED = "confirmed"
+    REVERSED = "reversed"
+
+
+class ChangeReason(StrEnum):
+    """Why a memory's text changed (the reason kept with the previous text in its history)."""
+
+    UPDATE = "update"
+    REPLACED = "replaced"
+    LLM_MERGE = "llm_merge"
+
+
+class PinnedSort(StrEnum):
+    """Order of pinned ("ambient") memories: newest first, or most important first."""
+
+    RECENT = "recent"
+    IMPORTANCE = "importance"
+
+
 class ResetReason(StrEnum):
     """Why a session's injection tracking was reset."""
 
@@ -113,6 +137,14 @@ def _jsonable(value: Any) -> Any:
     if isinstance(value, list | tuple):
         return [_jsonable(v) for v in value]
     return value
+
+
+def parse_type(value: MemoryType | str, error: type[Exception] = ValueError) -> MemoryType:
+    """``value`` as a :class:`MemoryType`; else ``error`` with a message naming the valid types."""
+    try:
+        return MemoryType(value)
+    except ValueError:
+        raise error(f"unknown type {value!r}; valid types: {TYPE_NAMES}") from None
 
 
 class _ToDict:
@@ -153,7 +185,7 @@ class MemoryVersion(_ToDict):
     version: int
     content: str
     content_hash: str
-    reason: str
+    reason: ChangeReason
     replaced_at: datetime
 
 
@@ -200,7 +232,7 @@ class DedupLogEntry(_ToDict):
     similarity: float | None
     decision: Decision
     reasoning: str | None
-    review_status: str
+    review_status: ReviewStatus
     created_at: datetime
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from memlane.cli import bench, dedup, memories, replay, session  # noqa: F401  (registers commands)
+from memlane.cli import bench, dedup, memories, read, replay, session  # noqa: F401  (registers commands)
 from memlane.cli.app import app
 
 __all__ = ["app", "main"]

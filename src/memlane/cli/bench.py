@@ -1,4 +1,4 @@
-"""CLI: ``memlane bench add|search|inject`` (see :mod:`memlane.bench` and docs/benchmarks.md)."""
+"""CLI: ``memlane bench add|search|inject`` (:mod:`memlane.eval.bench`, docs/benchmarks.md)."""
 
 from __future__ import annotations
 
@@ -122,7 +122,7 @@ def add_cmd(
 
     Example: memlane bench add --memories 100000 --json
     """
-    from memlane import bench
+    from memlane.eval import bench
 
     with handle_errors(), _home_or_temp(home) as where:
         if home is not None and any(p.name != "memlane.toml" for p in where.iterdir()):
@@ -157,7 +157,7 @@ def _prepare(
     rebuild: bool,
     batch: int,
 ) -> Any:
-    from memlane import bench
+    from memlane.eval import bench
 
     with _progress(memories, "building store") as update:
         prepared = bench.prepare_store(
@@ -203,7 +203,7 @@ def search_cmd(
     The store of N memories is built once and cached (see --cache-dir). Example:
     memlane bench search --memories 100000 --json
     """
-    from memlane import bench
+    from memlane.eval import bench
 
     with handle_errors():
         prepared = _prepare(memories, seed, home, cache_dir, rebuild, batch)
@@ -242,7 +242,7 @@ def inject_cmd(
     The store of N memories is built once and cached (see --cache-dir). Example:
     memlane bench inject --memories 100000 --json
     """
-    from memlane import bench
+    from memlane.eval import bench
 
     with handle_errors():
         prepared = _prepare(memories, seed, home, cache_dir, rebuild, batch)

@@ -1,23 +1,19 @@
 """CLI commands for write-time deduplication: ``memlane dedup pairs`` (evaluation on labelled
-sentence pairs; the ``dedup-log`` command lives with the other memory commands)."""
+sentence pairs) and ``memlane dedup calibrate`` (the threshold sweep); the ``dedup-log`` command
+lives with the other memory commands. The evaluation itself is :mod:`memlane.eval.pairs` and
+:mod:`memlane.eval.calibrate`, imported inside the commands only."""
 
 from __future__ import annotations
 
-import csv
-import json
-import tempfile
 import time
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
-import numpy as np
 import typer
 from rich.text import Text
 
-from memlane._text import normalise
 from memlane.cli.app import (
     HomeOption,
     JsonOption,
@@ -28,18 +24,18 @@ from memlane.cli.app import (
     print_json,
     progress_bar,
 )
-from memlane.cli.memories import command, decision_text, table
+from memlane.cli.render import command, decision_text, table
 from memlane.config import Settings
-from memlane.engine import MemoryEngine, MemoryInput
-from memlane.errors import InvalidMemory
-from memlane.types import Decision, WriteResult
+from memlane.embeddings import make_embedder
+from memlane.errors import InvalidArgument
+from memlane.types import Decision
 
-#: Items offered per ``add_many`` call (one transaction and one embedding batch each).
-PAIRS_CHUNK = 256
-#: ``--id-column`` value that numbers the rows 1, 2, ... instead of reading a column.
+if TYPE_CHECKING:
+    from memlane.eval.pairs import PairRow
+
+#: Mirrors :data:`memlane.eval.pairs.ROW_NUMBER`: the option's help is built at import time,
+#: when memlane.eval must not be imported (tests/test_calibrate.py checks the two agree).
 ROW_NUMBER = "#"
-#: STS-style ``score`` column: a pair is a duplicate when its score is at least this.
-SCORE_DUPLICATE = 4.0
 
 dedup_app = typer.Typer(
     name="dedup",
@@ -47,126 +43,6 @@ dedup_app = typer.Typer(
     no_args_is_help=True,
 )
 app.add_typer(dedup_app, name="dedup")
-
-
-@dataclass
-class _Row:
-    n: int
-    id: str
-    s1: str
-    s2: str
-    gold: bool | None
-    error: str | None = None
-    result: WriteResult | None = None
-    similarity: float | None = None
-
-
-def _gold(row: dict[str | Any, Any], column: str | None) -> bool | None:
-    """The reference label of a row: ``label`` (1 = same meaning) or ``score`` (>= 4.0)."""
-    if column is None:
-        return None
-    raw = row.get(column)
-    try:
-        value = float(str(raw).strip())
-    except ValueError:
-        return None
-    return value >= SCORE_DUPLICATE if column == "score" else value >= 0.5
-
-
-def _read_pairs(file: Path, id_column: str, limit: int | None) -> tuple[list[_Row], str | None]:
-    """Rows of the TSV and the name of its reference column (``label``, ``score`` or None)."""
-    try:
-        handle = file.open(encoding="utf-8", newline="")
-    except OSError as exc:
-        raise fail(f"cannot read {file}: {exc.strerror or exc}") from None
-    rows: list[_Row] = []
-    with handle:
-        reader = csv.DictReader(handle, delimiter="\t", quoting=csv.QUOTE_NONE)
-        try:
-            header = [h.strip() for h in reader.fieldnames or []]
-        except (csv.Error, UnicodeDecodeError) as exc:
-            raise fail(f"{file}: cannot read the header line: {exc}") from None
-        reader.fieldnames = header
-        required = ["sentence1", "sentence2"]
-        if id_column != ROW_NUMBER:
-            required.insert(0, id_column)
-        missing = [c for c in required if c not in header]
-        if missing:
-            hint = (
-                f" (or pass --id-column with one of the found columns, or --id-column "
-                f"'{ROW_NUMBER}' to number the rows)"
-                if id_column in missing
-                else ""
-            )
-            raise fail(
-                f"{file} is missing the column(s) {', '.join(missing)}; found: "
-                f"{', '.join(header) or 'no header'}. The first line must be a tab-separated "
-                f"header with at least id, sentence1, sentence2{hint}"
-            )
-        label_column = "label" if "label" in header else "score" if "score" in header else None
-        try:
-            for n, raw in enumerate(reader, start=1):
-                if limit is not None and n > limit:
-                    break
-                ident = str(n) if id_column == ROW_NUMBER else str(raw.get(id_column) or n)
-                s1, s2 = raw.get("sentence1"), raw.get("sentence2")
-                row = _Row(n, ident, s1 or "", s2 or "", _gold(raw, label_column))
-                if s1 is None or s2 is None:
-                    row.error = "the row has fewer tab-separated fields than the header"
-                rows.append(row)
-        except (csv.Error, UnicodeDecodeError) as exc:
-            raise fail(f"{file}, data row {len(rows) + 1}: {exc}") from None
-    return rows, label_column
-
-
-def _same_words(a: str, b: str) -> bool:
-    """The same words in any order (after the write path's :func:`normalise`)."""
-    return sorted(normalise(a).split()) == sorted(normalise(b).split())
-
-
-def _offer(
-    engine: MemoryEngine, rows: Sequence[_Row], texts: Sequence[str], label: str, progress: Any
-) -> list[WriteResult]:
-    task = progress.add_task(label, total=len(rows))
-    results: list[WriteResult] = []
-    for start in range(0, len(rows), PAIRS_CHUNK):
-        chunk = rows[start : start + PAIRS_CHUNK]
-        items = [
-            MemoryInput(text, owner=f"pair:{row.n}", source="dedup-pairs")
-            for row, text in zip(chunk, texts[start : start + PAIRS_CHUNK], strict=True)
-        ]
-        results.extend(engine.add_many(items))
-        progress.advance(task, len(chunk))
-    return results
-
-
-def _metrics(rows: Sequence[_Row]) -> dict[str, Any]:
-    scored = [r for r in rows if r.gold is not None and r.result is not None]
-    tp = sum(1 for r in scored if r.gold and r.result and r.result.duplicate)
-    fp = sum(1 for r in scored if not r.gold and r.result and r.result.duplicate)
-    fn = sum(1 for r in scored if r.gold and r.result and not r.result.duplicate)
-    tn = len(scored) - tp - fp - fn
-    precision = tp / (tp + fp) if tp + fp else None
-    recall = tp / (tp + fn) if tp + fn else None
-    f1 = (
-        2 * precision * recall / (precision + recall)
-        if precision is not None and recall is not None and precision + recall
-        else None
-    )
-    swaps = [r for r in scored if r.gold is False and _same_words(r.s1, r.s2)]
-    return {
-        "labelled": len(scored),
-        "positives": tp + fn,
-        "tp": tp,
-        "fp": fp,
-        "fn": fn,
-        "tn": tn,
-        "precision": None if precision is None else round(precision, 4),
-        "recall": None if recall is None else round(recall, 4),
-        "f1": None if f1 is None else round(f1, 4),
-        "same_words_label0": len(swaps),
-        "same_words_label0_duplicate": sum(1 for r in swaps if r.result and r.result.duplicate),
-    }
 
 
 @command(dedup_app, "pairs")
@@ -212,50 +88,16 @@ def pairs(
 
     Example:  memlane dedup pairs examples/pairs.tsv --out decisions.jsonl
     """
-    started = time.perf_counter()
-    rows, label_column = _read_pairs(file, id_column, limit)
-    with handle_errors():
-        settings = Settings.load(home)
-        with tempfile.TemporaryDirectory(prefix="memlane-pairs-") as tmp:
-            store = settings.store.model_copy(update={"path": str(Path(tmp) / "pairs.db")})
-            scratch = settings.model_copy(update={"store": store})
-            with MemoryEngine.open(settings=scratch) as engine:
-                for row in rows:
-                    if row.error is not None:
-                        continue
-                    try:
-                        for text in (row.s1, row.s2):
-                            engine.validate(MemoryInput(text, owner=f"pair:{row.n}"))
-                    except InvalidMemory as exc:
-                        row.error = str(exc)
-                valid = [r for r in rows if r.error is None]
-                with progress_bar() as progress:
-                    _offer(engine, valid, [r.s1 for r in valid], "sentence1", progress)
-                    results = _offer(engine, valid, [r.s2 for r in valid], "sentence2", progress)
-                for row, offered in zip(valid, results, strict=True):
-                    row.result = offered
-                    row.similarity = offered.similarity
-                missing = [r for r in valid if r.similarity is None]
-                if missing:  # nothing near: compute the cosine of the two sentences here
-                    first = engine.embed([r.s1.strip() for r in missing])
-                    second = engine.embed([r.s2.strip() for r in missing])
-                    for row, cos in zip(missing, np.sum(first * second, axis=1), strict=True):
-                        row.similarity = float(cos)
+    from memlane.eval import pairs as evaluation
 
-    lines = []
-    for row in rows:
-        res = row.result
-        lines.append(
-            json.dumps(
-                {
-                    "id": row.id,
-                    "similarity": None if row.similarity is None else round(row.similarity, 6),
-                    "decision": "invalid" if res is None else res.decision.value,
-                    "duplicate": False if res is None else res.duplicate,
-                },
-                ensure_ascii=False,
-            )
-        )
+    started = time.perf_counter()
+    with handle_errors():
+        rows, label_column = evaluation.read_pairs(file, id_column, limit)
+        settings = Settings.load(home)
+        with progress_bar() as progress:
+            evaluation.evaluate(rows, settings, progress)
+
+    lines = evaluation.decision_lines(rows)
     try:
         out_file.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
     except OSError as exc:
@@ -273,13 +115,14 @@ def pairs(
         "seconds": round(time.perf_counter() - started, 2),
     }
     if label_column is not None:
-        summary["metrics"] = _metrics(rows)
-    _print_summary(summary, [r for r in rows if r.error is not None])
+        summary["metrics"] = evaluation.metrics(rows)
+    _print_summary(summary, [r for r in rows if r.error is not None], evaluation.SCORE_DUPLICATE)
     if as_json:
         print_json(summary)
 
 
-def _print_summary(summary: dict[str, Any], bad: Sequence[_Row]) -> None:
+def _print_summary(summary: dict[str, Any], bad: Sequence[PairRow], score_duplicate: float) -> None:
+    """The summary on stderr; ``score_duplicate`` is the score from which a pair is a duplicate."""
     for row in bad[:20]:
         err.print(
             Text.assemble(
@@ -313,7 +156,7 @@ def _print_summary(summary: dict[str, Any], bad: Sequence[_Row]) -> None:
         def fmt(v: float | None) -> str:
             return "n/a" if v is None else f"{v:.3f}"
 
-        reference = "label = 1" if summary["labels"] == "label" else f"score >= {SCORE_DUPLICATE}"
+        reference = "label = 1" if summary["labels"] == "label" else f"score >= {score_duplicate}"
         err.print(
             Text(
                 f"against {reference} ({metrics['labelled']} labelled rows, "
@@ -331,3 +174,65 @@ def _print_summary(summary: dict[str, Any], bad: Sequence[_Row]) -> None:
                     f"{metrics['same_words_label0']} marked duplicate"
                 )
             )
+
+
+@command(dedup_app, "calibrate")
+def calibrate(
+    files: Annotated[
+        list[Path] | None,
+        typer.Argument(
+            help="Labelled TSV files (sentence1, sentence2, label or score). Default: "
+            "paws/paws_dev.tsv and stsb/stsb_dev.tsv under --data.",
+            show_default=False,
+        ),
+    ] = None,
+    data: Annotated[
+        Path,
+        typer.Option("--data", help="Folder of the default files (../shared/data/README.md)."),
+    ] = Path("../shared/data"),
+    auto_reject: Annotated[
+        float | None,
+        typer.Option(
+            "--auto-reject", min=0.0, max=1.0, help="auto_reject threshold. Default: [dedup]."
+        ),
+    ] = None,
+    cos_low: Annotated[
+        float,
+        typer.Option("--cos-low", min=0.0, max=1.0, help="Lowest cosine-only threshold."),
+    ] = 0.70,
+    home: HomeOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Sweep the replace threshold on labelled pairs with the write path's own decision.
+
+    Each pair is embedded with the model of --home's settings; for every replace threshold from
+    0.80 to 0.98, sentence2 gets the decision the write path (no LLM) would take against
+    sentence1: the content-hash check, then memlane.dedup.pipeline.decide with the [dedup]
+    settings. Prints precision, recall and the swap pairs merged per threshold, next to the
+    cosine-only rule. See docs/dedup.md.
+
+    Example:  memlane dedup calibrate --data ../shared/data
+    """
+    from memlane.eval import calibrate as sweep
+
+    results: dict[str, Any] = {}
+    with handle_errors():
+        settings = Settings.load(home)
+        dedup = settings.dedup
+        if auto_reject is not None:
+            dedup = dedup.model_copy(update={"auto_reject": auto_reject})
+        paths = files or [data / name for name in sweep.DEFAULT_FILES]
+        emb = settings.embedding
+        embedder = make_embedder(emb.provider, model=emb.model, dimension=emb.dimension)
+        for path in paths:
+            pairs = sweep.load_pairs(path)
+            if not pairs:
+                raise InvalidArgument(f"{path} has no labelled pairs (a label or score column)")
+            cos = sweep.cosines(embedder, pairs)
+            results[path.stem] = sweep.evaluate(pairs, cos, dedup, cos_low)
+    if as_json:
+        print_json(results)
+        return
+    for name, res in results.items():
+        for line in sweep.report_lines(name, res):
+            typer.echo(line)

@@ -1,25 +1,20 @@
-"""CLI commands on memories: add, import, list, get, update, forget, history, dedup-log, search,
-inject.
+"""CLI commands on memories: add, import, list, get, update, forget, history, dedup-log.
 
-Every command takes ``--home``; every command that prints data takes ``--json`` (one JSON document
-on stdout). Tables and notes are for humans; progress bars and errors go to stderr. A memlane
-error prints ``error: <message>`` on stderr and exits with code 1.
+Every command takes ``--home`` and ``--owner`` (by-id commands find a memory only in that
+owner's scope); every command that prints data takes ``--json`` (one JSON document on stdout).
+Tables and notes are for humans; progress bars and errors go to stderr. A memlane error prints
+one line, ``error: <message>``, on stderr and exits with the code of its class (docs/errors.md).
 """
 
 from __future__ import annotations
 
-import inspect
 import json
 import sys
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any
 
 import typer
-from rich import box
-from rich.table import Table
 from rich.text import Text
 
 from memlane.cli.app import (
@@ -30,23 +25,28 @@ from memlane.cli.app import (
     app,
     err,
     fail,
-    handle_errors,
     out,
     print_error,
     print_json,
     progress_bar,
 )
-from memlane.engine import MemoryEngine, MemoryInput
-from memlane.errors import InvalidMemory, MemlaneError
-from memlane.types import (
-    Association,
-    Decision,
-    Injection,
-    Memory,
-    MemoryType,
-    MemoryVersion,
-    WriteResult,
+from memlane.cli.render import (
+    associations_table,
+    command,
+    decision_text,
+    engine_for,
+    history_table,
+    key_value_grid,
+    memory_table,
+    print_memory,
+    short,
+    table,
+    when,
+    write_result_dict,
 )
+from memlane.engine import MemoryInput
+from memlane.errors import InvalidMemory, MemlaneError
+from memlane.types import Decision, MemoryType
 
 TYPE_NAMES = ", ".join(t.value for t in MemoryType)
 DECISION_NAMES = ", ".join(d.value for d in Decision)
@@ -55,167 +55,10 @@ DECISION_NAMES = ", ".join(d.value for d in Decision)
 #: batch of embeddings, and the progress bar moves between chunks.
 IMPORT_CHUNK = 256
 
-F = TypeVar("F", bound=Callable[..., Any])
-
 MemoryIdArgument = Annotated[
     str, typer.Argument(metavar="ID", help="Memory id.", show_default=False)
 ]
 LimitOption = Annotated[int, typer.Option("--limit", "-n", min=1, help="At most this many.")]
-
-# --------------------------------------------------------------------------------- helpers
-
-
-def reflow(doc: str | None) -> str:
-    """A docstring as ``--help`` text: paragraphs kept, line breaks inside them joined (so the
-    terminal wraps them), one example per command on its own line."""
-    paragraphs = inspect.cleandoc(doc or "").split("\n\n")
-    return "\n\n".join(" ".join(line.strip() for line in p.splitlines()) for p in paragraphs)
-
-
-def command(group: typer.Typer, name: str) -> Callable[[F], F]:
-    """Register ``fn`` as command ``name`` of ``group`` with its reflowed docstring as help."""
-
-    def register(fn: F) -> F:
-        group.command(name, help=reflow(fn.__doc__))(fn)
-        return fn
-
-    return register
-
-
-@contextmanager
-def engine_for(home: Path | None) -> Iterator[MemoryEngine]:
-    """Open the engine of ``--home`` for one command; memlane errors become ``error: ...``."""
-    with handle_errors():
-        engine = MemoryEngine.open(home)
-        try:
-            yield engine
-        finally:
-            engine.close()
-
-
-_DECISION_STYLE = {
-    Decision.ADDED: "green",
-    Decision.GRAY_KEEP: "cyan",
-    Decision.GUARD_KEEP: "cyan",
-    Decision.LLM_KEEP: "cyan",
-    Decision.FALLBACK_KEEP: "cyan",
-}
-
-
-def decision_text(decision: Decision | str) -> Text:
-    d = Decision(decision)
-    return Text(d.value, style=_DECISION_STYLE.get(d, "yellow"))
-
-
-def table(title: str | None = None) -> Table:
-    """A table for humans: light borders so the text columns get the width."""
-    return Table(title=title, box=box.SIMPLE_HEAD, title_justify="left", pad_edge=False)
-
-
-def key_value_grid(rows: Iterable[tuple[str, str | Text]]) -> Table:
-    """Borderless ``key  value`` lines, the keys in bold (values printed verbatim)."""
-    grid = Table.grid(padding=(0, 2))
-    grid.add_column(style="bold")
-    grid.add_column()
-    for key, value in rows:
-        grid.add_row(key, Text(value) if isinstance(value, str) else value)
-    return grid
-
-
-def counts_text(counts: Mapping[str, int]) -> str:
-    """``"a 2, b 1"``: the counts sorted by name (empty for none)."""
-    return ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
-
-
-def memory_cell(memory: Memory, *, with_type: bool = False) -> Text:
-    """The memory's text and, on a second (dim) line, its id (to copy into get/forget)."""
-    cell = Text()
-    if with_type:
-        cell.append(f"[{memory.type.value}] ", style="magenta")
-    cell.append(memory.content)
-    cell.append(f"\n{memory.id}", style="dim")
-    return cell
-
-
-def _short(value: float | None, digits: int = 4) -> str:
-    return "-" if value is None else f"{value:.{digits}f}"
-
-
-def _when(memory_time: Any) -> str:
-    return "-" if memory_time is None else memory_time.strftime("%Y-%m-%d %H:%M")
-
-
-def write_result_dict(result: WriteResult) -> dict[str, Any]:
-    data = result.to_dict()
-    data["duplicate"] = result.duplicate
-    return data
-
-
-def memory_table(memories: Sequence[Memory], title: str | None = None) -> Table:
-    t = table(title)
-    t.add_column("type", no_wrap=True)
-    t.add_column("memory (id below)", min_width=36)
-    t.add_column("imp", justify="right", no_wrap=True)
-    t.add_column("conf", justify="right", no_wrap=True)
-    t.add_column("created", no_wrap=True)
-    for m in memories:
-        t.add_row(
-            m.type.value,
-            memory_cell(m),
-            f"{m.importance:.2f}",
-            str(m.confirmations),
-            _when(m.created_at),
-        )
-    return t
-
-
-def print_memory(memory: Memory) -> None:
-    rows = (
-        ("id", memory.id),
-        ("content", memory.content),
-        ("type", memory.type.value),
-        ("status", memory.status.value),
-        ("owner", memory.owner),
-        ("agent", memory.agent or "-"),
-        ("session", memory.session or "-"),
-        ("source", memory.source or "-"),
-        ("importance", f"{memory.importance:.2f}"),
-        ("confirmations", str(memory.confirmations)),
-        ("accessed", f"{memory.access_count} times, last {_when(memory.last_accessed_at)}"),
-        ("created", memory.created_at.isoformat()),
-        ("updated", memory.updated_at.isoformat()),
-        ("metadata", json.dumps(dict(memory.metadata), ensure_ascii=False) or "{}"),
-    )
-    out.print(key_value_grid(rows))
-
-
-def history_table(versions: Sequence[MemoryVersion]) -> Table:
-    t = table("history (previous texts, oldest first)")
-    t.add_column("v", justify="right", no_wrap=True)
-    t.add_column("replaced", no_wrap=True)
-    t.add_column("reason", no_wrap=True)
-    t.add_column("previous text")
-    for v in versions:
-        t.add_row(str(v.version), _when(v.replaced_at), v.reason, Text(v.content))
-    return t
-
-
-def associations_table(memory_id: str, links: Sequence[Association]) -> Table:
-    t = table("associations")
-    t.add_column("dir", no_wrap=True)
-    t.add_column("relation", no_wrap=True)
-    t.add_column("other memory", no_wrap=True)
-    t.add_column("weight", justify="right", no_wrap=True)
-    for a in links:
-        outgoing = a.source_id == memory_id
-        t.add_row(
-            "->" if outgoing else "<-",
-            a.relation.value,
-            a.target_id if outgoing else a.source_id,
-            f"{a.weight:.3f}",
-        )
-    return t
-
 
 # --------------------------------------------------------------------------------- add
 
@@ -273,7 +116,7 @@ def add(
         ("decision", Text.assemble(decision_text(result.decision), (note, "dim"))),
         ("memory", result.memory.id),
         ("matched", result.matched_id or "-"),
-        ("similarity", _short(result.similarity)),
+        ("similarity", short(result.similarity)),
     ]
     if result.reasoning:
         rows.append(("reason", result.reasoning))
@@ -447,6 +290,8 @@ def list_(
 @command(app, "get")
 def get(
     memory_id: MemoryIdArgument,
+    owner: OwnerOption = "default",
+    agent: AgentOption = None,
     include_inactive: Annotated[
         bool,
         typer.Option("--include-inactive", help="Also show a forgotten or superseded memory."),
@@ -456,12 +301,12 @@ def get(
 ) -> None:
     """Show one memory with its text history and its associations.
 
-    Example:  memlane get 01a1fe35-5154-71f8-bc2c-fa27e9c4001f --json
+    Example:  memlane get 01a1fe35-5154-71f8-bc2c-fa27e9c4001f --owner alice --json
     """
     with engine_for(home) as engine:
-        memory = engine.get(memory_id, include_inactive=include_inactive)
-        versions = engine.history(memory_id)
-        links = engine.associations(memory_id)
+        memory = engine.get(memory_id, owner=owner, agent=agent, include_inactive=include_inactive)
+        versions = engine.history(memory_id, owner=owner, agent=agent)
+        links = engine.associations(memory_id, owner=owner, agent=agent)
     if as_json:
         data = memory.to_dict()
         data["history"] = [v.to_dict() for v in versions]
@@ -478,16 +323,18 @@ def get(
 @command(app, "history")
 def history(
     memory_id: MemoryIdArgument,
+    owner: OwnerOption = "default",
+    agent: AgentOption = None,
     home: HomeOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Show the previous texts of a memory (every replace, merge or update keeps the old text).
 
-    Example:  memlane history 01a1fe35-5154-71f8-bc2c-fa27e9c4001f
+    Example:  memlane history 01a1fe35-5154-71f8-bc2c-fa27e9c4001f --owner alice
     """
     with engine_for(home) as engine:
-        versions = engine.history(memory_id)
-        current = engine.get(memory_id, include_inactive=True)
+        versions = engine.history(memory_id, owner=owner, agent=agent)
+        current = engine.get(memory_id, owner=owner, agent=agent, include_inactive=True)
     if as_json:
         print_json([v.to_dict() for v in versions])
         return
@@ -502,15 +349,17 @@ def history(
 def update(
     memory_id: MemoryIdArgument,
     text: Annotated[str, typer.Argument(help="The new text.", show_default=False)],
+    owner: OwnerOption = "default",
+    agent: AgentOption = None,
     home: HomeOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Give a memory new text (same id; the old text is kept in its history).
 
-    Example:  memlane update 01a1fe35-5154-71f8-bc2c-fa27e9c4001f "Alice works at Initech"
+    Example:  memlane update 01a1fe35-5154-71f8-bc2c-fa27e9c4001f "Alice works at Initech" --owner alice
     """
     with engine_for(home) as engine:
-        memory = engine.update(memory_id, text)
+        memory = engine.update(memory_id, text, owner=owner, agent=agent)
     if as_json:
         print_json(memory.to_dict())
         return
@@ -520,15 +369,17 @@ def update(
 @command(app, "forget")
 def forget(
     memory_id: MemoryIdArgument,
+    owner: OwnerOption = "default",
+    agent: AgentOption = None,
     home: HomeOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Forget a memory: it is never searched or injected again (kept on disk with its history).
 
-    Example:  memlane forget 01a1fe35-5154-71f8-bc2c-fa27e9c4001f
+    Example:  memlane forget 01a1fe35-5154-71f8-bc2c-fa27e9c4001f --owner alice
     """
     with engine_for(home) as engine:
-        memory = engine.forget(memory_id)
+        memory = engine.forget(memory_id, owner=owner, agent=agent)
     if as_json:
         print_json(memory.to_dict())
         return
@@ -537,9 +388,7 @@ def forget(
 
 @command(app, "dedup-log")
 def dedup_log(
-    owner: Annotated[
-        str | None, typer.Option("--owner", help="Only this owner (default: all owners).")
-    ] = None,
+    owner: OwnerOption = "default",
     decision: Annotated[
         str | None, typer.Option("--decision", "-d", help=f"Only this decision: {DECISION_NAMES}.")
     ] = None,
@@ -559,11 +408,10 @@ def dedup_log(
     if not rows:
         out.print(Text("the dedup log is empty for this filter", style="dim"))
         return
-    t = table(f"dedup log ({len(rows)} rows, newest first)")
+    t = table(f"dedup log of {owner} ({len(rows)} rows, newest first)")
     t.add_column("when", no_wrap=True)
     t.add_column("decision", no_wrap=True)
     t.add_column("sim", justify="right", no_wrap=True)
-    t.add_column("owner")
     t.add_column("offered text / existing memory", min_width=30)
     for r in rows:
         texts = Text.assemble(
@@ -572,123 +420,9 @@ def dedup_log(
         if r.existing_id:
             texts.append(f"\n      {r.existing_id}", style="dim")
         t.add_row(
-            _when(r.created_at),
+            when(r.created_at),
             decision_text(r.decision),
-            _short(r.similarity, 3),
-            r.owner,
+            short(r.similarity, 3),
             texts,
         )
     out.print(t)
-
-
-# --------------------------------------------------------------------------------- search
-
-
-@command(app, "search")
-def search(
-    query: Annotated[
-        str, typer.Argument(help="What to look for (plain text).", show_default=False)
-    ],
-    owner: OwnerOption = "default",
-    agent: AgentOption = None,
-    limit: Annotated[int, typer.Option("--limit", "-n", help="At most this many hits.")] = 10,
-    mode: Annotated[
-        str, typer.Option("--mode", help="hybrid (default), vector or fts (one leg only).")
-    ] = "hybrid",
-    types: Annotated[
-        list[str] | None,
-        typer.Option("--type", "-t", help=f"Only these types (repeatable): {TYPE_NAMES}."),
-    ] = None,
-    home: HomeOption = None,
-    as_json: JsonOption = False,
-) -> None:
-    """Hybrid search (vector + full-text + graph, fused by reciprocal rank).
-
-    The query is plain text: operators and quotes in it (AND, NEAR(, "...", *) are searched as
-    words, never parsed as query syntax.
-
-    Example:  memlane search "where does Alice work" --owner alice --type fact --type event
-    """
-    with engine_for(home) as engine:
-        hits = engine.search(query, owner=owner, agent=agent, limit=limit, types=types, mode=mode)
-    if as_json:
-        print_json([h.to_dict() for h in hits])
-        return
-    if not hits:
-        out.print(Text(f"no memories of {owner!r} match this query", style="dim"))
-        return
-    t = table(f"{len(hits)} hits ({mode}; legs: rank in vector v, full-text f, graph g)")
-    t.add_column("#", justify="right", no_wrap=True)
-    t.add_column("score", justify="right", no_wrap=True)
-    t.add_column("cos", justify="right", no_wrap=True)
-    t.add_column("legs", no_wrap=True)
-    t.add_column("memory (id below)", min_width=36)
-    for n, h in enumerate(hits, start=1):
-        legs = " ".join(f"{leg[0]}{rank}" for leg, rank in h.ranks.items())
-        t.add_row(
-            str(n),
-            f"{h.score:.4f}",
-            f"{h.similarity:.3f}",
-            legs,
-            memory_cell(h.memory, with_type=True),
-        )
-    out.print(t)
-
-
-# --------------------------------------------------------------------------------- inject
-
-_SKIP_WHY = {
-    "trivial": "the prompt is trivial (too short, a slash command or an acknowledgement)",
-    "disabled": "injection is disabled in the settings",
-}
-
-
-def why_nothing(injection: Injection) -> str:
-    """A human reason for an empty injection."""
-    for key, why in _SKIP_WHY.items():
-        if injection.skipped.get(key):
-            return why
-    if injection.skipped:
-        return f"every candidate was left out ({counts_text(injection.skipped)})"
-    return "no memory is relevant to this message"
-
-
-@command(app, "inject")
-def inject(
-    text: Annotated[str, typer.Argument(help="The user's message for this turn.")],
-    session: Annotated[
-        str, typer.Option("--session", "-s", help="Session id (tracks what it was shown).")
-    ],
-    owner: OwnerOption = "default",
-    agent: AgentOption = None,
-    recent: Annotated[
-        list[str] | None,
-        typer.Option("--recent", help="A recent exchange enriching the query (repeatable)."),
-    ] = None,
-    home: HomeOption = None,
-    as_json: JsonOption = False,
-) -> None:
-    """Print the memory block to insert before this model turn (one turn of the session).
-
-    Memories this session was already shown within the window are not repeated. Without --json,
-    stdout is exactly the block (nothing when nothing is injected: a note on stderr says why).
-
-    Example:  memlane inject "Which editor should I install?" --session chat-1 --owner alice
-    """
-    with engine_for(home) as engine:
-        injection = engine.inject(session, text, owner=owner, agent=agent, recent=recent)
-    if as_json:
-        print_json(injection.to_dict())
-        return
-    if injection.block:
-        out.print(Text(injection.block))
-    else:
-        err.print(Text(f"nothing injected: {why_nothing(injection)}", style="dim"))
-    skipped = counts_text(injection.skipped) or "none"
-    err.print(
-        Text(
-            f"turn {injection.turn} · {len(injection.items)} injected · skipped: {skipped} · "
-            f"{injection.elapsed_ms:.1f} ms",
-            style="dim",
-        )
-    )

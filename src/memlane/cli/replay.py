@@ -1,6 +1,6 @@
 """``memlane replay FILE``: replay a LoCoMo-format file and report memory, injection and retrieval.
 
-See :mod:`memlane.replay` for what is measured and ``docs/replay.md`` for the report's keys.
+See :mod:`memlane.eval.replay` for what is measured and ``docs/replay.md`` for the report's keys.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from memlane.errors import InvalidArgument
 def run_replay(chosen: list[Any], *, home: Path | None = None, source: str) -> dict[str, Any]:
     """Replay ``chosen`` conversations on a fresh engine with a progress bar on stderr; returns
     the report (shared by ``memlane replay`` and ``make demo``)."""
-    from memlane.replay import open_replay_engine, replay
+    from memlane.eval.replay import open_replay_engine, replay
 
     with (
         open_replay_engine(home, owners=[c.sample_id for c in chosen]) as engine,
@@ -68,7 +68,7 @@ def replay_command(
 ) -> None:
     """Replay LoCoMo conversations: store each session's observations, inject before every turn,
     then score the questions by evidence recall (hybrid vs vector-only vs full-text-only)."""
-    from memlane.replay import load_locomo, select_conversations
+    from memlane.eval.replay import load_locomo, select_conversations
 
     with handle_errors():
         if report_out is not None and report_out.is_dir():

@@ -13,7 +13,7 @@ from rich.table import Table
 from rich.text import Text
 
 from memlane.cli.app import HomeOption, JsonOption, OwnerOption, app, out, print_json
-from memlane.cli.memories import command, counts_text, engine_for, key_value_grid, table
+from memlane.cli.render import command, counts_text, engine_for, key_value_grid, table
 from memlane.types import ResetReason, SessionState
 
 REASON_NAMES = ", ".join(r.value for r in ResetReason)
@@ -103,7 +103,7 @@ def show(
     with engine_for(home) as engine:
         state = engine.session(session, owner=owner)
         recent = engine.store.injection_events(owner, session, events) if events else []
-        memories = engine.store.get_many(list(state.injected)) if state.injected else {}
+        memories = engine.store.get_many(owner, list(state.injected)) if state.injected else {}
     if as_json:
         data: dict[str, Any] = state.to_dict()
         data["events"] = recent

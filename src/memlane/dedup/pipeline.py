@@ -29,6 +29,7 @@ separate it from a paraphrase (figures in docs/dedup.md).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 from memlane.config import DedupSettings
 from memlane.dedup.guard import GuardVerdict, compare
@@ -41,28 +42,54 @@ _HARD_FAILURES = frozenset(
 
 
 @dataclass(frozen=True, slots=True)
-class Plan:
-    """What to do with one offered text.
+class Add:
+    """Store the text as a new memory: nothing in scope is within ``gray_low``.
+    ``nearest``/``similarity``: the closest memory, when there is one (not linked, not logged)."""
 
-    ``keep_existing``: confirm ``match`` and store nothing new; ``replace_text``: the text the
-    matched memory takes (same id, old text to history); otherwise insert a new memory, linked to
-    ``match`` when ``link`` is set.
-    """
+    nearest: Memory | None = None
+    similarity: float | None = None
+    decision: Literal[Decision.ADDED] = Decision.ADDED
 
-    decision: Decision
-    match: Memory | None
-    similarity: float | None
-    reasoning: str | None = None
-    replace_text: str | None = None
-    link: bool = False
 
-    @property
-    def keep_existing(self) -> bool:
-        return self.decision in {
-            Decision.AUTO_REJECT,
-            Decision.LLM_REJECT,
-            Decision.FALLBACK_REJECT,
-        }
+@dataclass(frozen=True, slots=True)
+class Keep:
+    """Keep ``match`` (confirm it) and store nothing new: the offered text adds nothing."""
+
+    decision: Literal[
+        Decision.HASH_EXACT, Decision.AUTO_REJECT, Decision.LLM_REJECT, Decision.FALLBACK_REJECT
+    ]
+    match: Memory
+    similarity: float
+    reasoning: str
+
+
+@dataclass(frozen=True, slots=True)
+class Rewrite:
+    """``match`` takes ``text`` (same id; its old text goes to history) and is confirmed."""
+
+    decision: Literal[Decision.REPLACED, Decision.LLM_MERGE]
+    match: Memory
+    similarity: float
+    reasoning: str
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class KeepApart:
+    """Store the text as a new memory linked to ``match`` (``related_to``, weight = cosine):
+    similar, but not shown to be the same."""
+
+    decision: Literal[
+        Decision.GRAY_KEEP, Decision.GUARD_KEEP, Decision.LLM_KEEP, Decision.FALLBACK_KEEP
+    ]
+    match: Memory
+    similarity: float
+    reasoning: str
+
+
+#: The write path's plan for one offered text: one case per kind of outcome, each carrying only
+#: the fields that outcome needs (and the decisions it can carry, as a ``Literal``).
+Plan = Add | Keep | Rewrite | KeepApart
 
 
 def decide(
@@ -74,47 +101,47 @@ def decide(
 ) -> Plan:
     """Decide for ``new_text`` given its nearest memory ``match`` at cosine ``similarity``.
 
-    The content-hash check comes before this (the engine does it). Pure apart from the optional
-    ``llm`` call, made only where the rules of the module's table do not decide (at or above
-    ``gray_low``, the guard not failed hard, and not ``same`` at or above ``auto_reject``).
+    The content-hash check comes before this (the write path does it). Pure apart from the
+    optional ``llm`` call, made only where the rules of the module's table do not decide (at or
+    above ``gray_low``, the guard not failed hard, and not ``same`` at or above ``auto_reject``).
+    Calibration (:mod:`memlane.eval`) calls this same function.
     """
     if match is None or similarity is None or similarity < settings.gray_low:
-        return Plan(Decision.ADDED, match, similarity)
+        return Add(match, similarity)
     guard = compare(match.content, new_text)
     verdict = guard.verdict
+    reason = guard.reason
     if verdict in _HARD_FAILURES:
-        return Plan(Decision.GUARD_KEEP, match, similarity, guard.reason, link=True)
+        return KeepApart(Decision.GUARD_KEEP, match, similarity, reason)
     if verdict is GuardVerdict.SAME and similarity >= settings.auto_reject:
-        return Plan(Decision.AUTO_REJECT, match, similarity, guard.reason)
+        return Keep(Decision.AUTO_REJECT, match, similarity, reason)
     if llm is not None:
         near_identical = verdict in (GuardVerdict.SAME, GuardVerdict.NARROWS)
         return _ask_llm(
             llm, new_text, match, similarity, near_identical and similarity >= settings.replace
         )
     if similarity < settings.replace:
-        return Plan(Decision.GRAY_KEEP, match, similarity, guard.reason, link=True)
+        return KeepApart(Decision.GRAY_KEEP, match, similarity, reason)
     if verdict is GuardVerdict.NARROWS:
-        return Plan(Decision.AUTO_REJECT, match, similarity, guard.reason)
+        return Keep(Decision.AUTO_REJECT, match, similarity, reason)
     if verdict in (GuardVerdict.SAME, GuardVerdict.EXTENDS):
-        return Plan(Decision.REPLACED, match, similarity, guard.reason, replace_text=new_text)
-    return Plan(Decision.GUARD_KEEP, match, similarity, guard.reason, link=True)
+        return Rewrite(Decision.REPLACED, match, similarity, reason, new_text)
+    return KeepApart(Decision.GUARD_KEEP, match, similarity, reason)
 
 
 def _ask_llm(llm: LLM, new_text: str, match: Memory, similarity: float, may_reject: bool) -> Plan:
     try:
         verdict = llm.verify_duplicate(match.content, new_text)
     except Exception as exc:  # any provider failure or timeout: fall back, never lose the text
+        why = f"LLM failed ({exc})"
         if may_reject:
-            return Plan(Decision.FALLBACK_REJECT, match, similarity, f"LLM failed ({exc})")
-        return Plan(Decision.FALLBACK_KEEP, match, similarity, f"LLM failed ({exc})", link=True)
+            return Keep(Decision.FALLBACK_REJECT, match, similarity, why)
+        return KeepApart(Decision.FALLBACK_KEEP, match, similarity, why)
+    reasoning = verdict.reasoning or ""
     if verdict.action == "merge" and verdict.merged_text and verdict.merged_text.strip():
-        return Plan(
-            Decision.LLM_MERGE,
-            match,
-            similarity,
-            verdict.reasoning,
-            replace_text=verdict.merged_text.strip(),
+        return Rewrite(
+            Decision.LLM_MERGE, match, similarity, reasoning, verdict.merged_text.strip()
         )
     if verdict.action == "reject":
-        return Plan(Decision.LLM_REJECT, match, similarity, verdict.reasoning)
-    return Plan(Decision.LLM_KEEP, match, similarity, verdict.reasoning, link=True)
+        return Keep(Decision.LLM_REJECT, match, similarity, reasoning)
+    return KeepApart(Decision.LLM_KEEP, match, similarity, reasoning)

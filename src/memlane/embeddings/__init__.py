@@ -1,8 +1,8 @@
 """Embedders: the :class:`Embedder` protocol, the local default model and a deterministic one."""
 
-from memlane.embeddings.base import Embedder, embed_texts
+from memlane.embeddings.base import MODEL_NAME, Embedder, embed_texts
 from memlane.embeddings.hashing import HashEmbedder
-from memlane.embeddings.local import MODEL_NAME, LocalEmbedder
+from memlane.embeddings.local import LocalEmbedder
 from memlane.errors import ConfigError
 
 __all__ = ["Embedder", "HashEmbedder", "LocalEmbedder", "embed_texts", "make_embedder"]

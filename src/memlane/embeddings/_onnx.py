@@ -46,7 +46,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from memlane.embeddings.local import MODEL_NAME
+from memlane.embeddings.base import MODEL_NAME
 
 log = logging.getLogger("memlane.embeddings")
 

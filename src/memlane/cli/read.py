@@ -1,0 +1,136 @@
+"""CLI commands that read for a model turn: ``search`` and ``inject``."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+from rich.text import Text
+
+from memlane.cli.app import (
+    AgentOption,
+    HomeOption,
+    JsonOption,
+    OwnerOption,
+    app,
+    err,
+    out,
+    print_json,
+)
+from memlane.cli.render import command, counts_text, engine_for, memory_cell, table
+from memlane.types import Injection, MemoryType
+
+TYPE_NAMES = ", ".join(t.value for t in MemoryType)
+
+
+# --------------------------------------------------------------------------------- search
+
+
+@command(app, "search")
+def search(
+    query: Annotated[
+        str, typer.Argument(help="What to look for (plain text).", show_default=False)
+    ],
+    owner: OwnerOption = "default",
+    agent: AgentOption = None,
+    limit: Annotated[int, typer.Option("--limit", "-n", help="At most this many hits.")] = 10,
+    mode: Annotated[
+        str, typer.Option("--mode", help="hybrid (default), vector or fts (one leg only).")
+    ] = "hybrid",
+    types: Annotated[
+        list[str] | None,
+        typer.Option("--type", "-t", help=f"Only these types (repeatable): {TYPE_NAMES}."),
+    ] = None,
+    home: HomeOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Hybrid search (vector + full-text + graph, fused by reciprocal rank).
+
+    The query is plain text: operators and quotes in it (AND, NEAR(, "...", *) are searched as
+    words, never parsed as query syntax.
+
+    Example:  memlane search "where does Alice work" --owner alice --type fact --type event
+    """
+    with engine_for(home) as engine:
+        hits = engine.search(query, owner=owner, agent=agent, limit=limit, types=types, mode=mode)
+    if as_json:
+        print_json([h.to_dict() for h in hits])
+        return
+    if not hits:
+        out.print(Text(f"no memories of {owner!r} match this query", style="dim"))
+        return
+    t = table(f"{len(hits)} hits ({mode}; legs: rank in vector v, full-text f, graph g)")
+    t.add_column("#", justify="right", no_wrap=True)
+    t.add_column("score", justify="right", no_wrap=True)
+    t.add_column("cos", justify="right", no_wrap=True)
+    t.add_column("legs", no_wrap=True)
+    t.add_column("memory (id below)", min_width=36)
+    for n, h in enumerate(hits, start=1):
+        legs = " ".join(f"{leg[0]}{rank}" for leg, rank in h.ranks.items())
+        t.add_row(
+            str(n),
+            f"{h.score:.4f}",
+            f"{h.similarity:.3f}",
+            legs,
+            memory_cell(h.memory, with_type=True),
+        )
+    out.print(t)
+
+
+# --------------------------------------------------------------------------------- inject
+
+_SKIP_WHY = {
+    "trivial": "the prompt is trivial (too short, a slash command or an acknowledgement)",
+    "disabled": "injection is disabled in the settings",
+}
+
+
+def why_nothing(injection: Injection) -> str:
+    """A human reason for an empty injection."""
+    for key, why in _SKIP_WHY.items():
+        if injection.skipped.get(key):
+            return why
+    if injection.skipped:
+        return f"every candidate was left out ({counts_text(injection.skipped)})"
+    return "no memory is relevant to this message"
+
+
+@command(app, "inject")
+def inject(
+    text: Annotated[str, typer.Argument(help="The user's message for this turn.")],
+    session: Annotated[
+        str, typer.Option("--session", "-s", help="Session id (tracks what it was shown).")
+    ],
+    owner: OwnerOption = "default",
+    agent: AgentOption = None,
+    recent: Annotated[
+        list[str] | None,
+        typer.Option("--recent", help="A recent exchange enriching the query (repeatable)."),
+    ] = None,
+    home: HomeOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Print the memory block to insert before this model turn (one turn of the session).
+
+    Memories this session was already shown within the window are not repeated. Without --json,
+    stdout is exactly the block (nothing when nothing is injected: a note on stderr says why).
+
+    Example:  memlane inject "Which editor should I install?" --session chat-1 --owner alice
+    """
+    with engine_for(home) as engine:
+        injection = engine.inject(session, text, owner=owner, agent=agent, recent=recent)
+    if as_json:
+        print_json(injection.to_dict())
+        return
+    if injection.block:
+        out.print(Text(injection.block))
+    else:
+        err.print(Text(f"nothing injected: {why_nothing(injection)}", style="dim"))
+    skipped = counts_text(injection.skipped) or "none"
+    err.print(
+        Text(
+            f"turn {injection.turn} · {len(injection.items)} injected · skipped: {skipped} · "
+            f"{injection.elapsed_ms:.1f} ms",
+            style="dim",
+        )
+    )

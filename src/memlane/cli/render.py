@@ -1,0 +1,173 @@
+"""What the CLI commands share: help text, the engine of ``--home``, tables and cells."""
+
+from __future__ import annotations
+
+import inspect
+import json
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, TypeVar
+
+import typer
+from rich import box
+from rich.table import Table
+from rich.text import Text
+
+from memlane.cli.app import handle_errors, out
+from memlane.engine import MemoryEngine
+from memlane.types import Association, Decision, Memory, MemoryVersion, WriteResult
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def reflow(doc: str | None) -> str:
+    """A docstring as ``--help`` text: paragraphs kept, line breaks inside them joined (so the
+    terminal wraps them), one example per command on its own line."""
+    paragraphs = inspect.cleandoc(doc or "").split("\n\n")
+    return "\n\n".join(" ".join(line.strip() for line in p.splitlines()) for p in paragraphs)
+
+
+def command(group: typer.Typer, name: str) -> Callable[[F], F]:
+    """Register ``fn`` as command ``name`` of ``group`` with its reflowed docstring as help."""
+
+    def register(fn: F) -> F:
+        group.command(name, help=reflow(fn.__doc__))(fn)
+        return fn
+
+    return register
+
+
+@contextmanager
+def engine_for(home: Path | None) -> Iterator[MemoryEngine]:
+    """Open the engine of ``--home`` for one command; memlane errors become ``error: ...``."""
+    with handle_errors():
+        engine = MemoryEngine.open(home)
+        try:
+            yield engine
+        finally:
+            engine.close()
+
+
+_DECISION_STYLE = {
+    Decision.ADDED: "green",
+    Decision.GRAY_KEEP: "cyan",
+    Decision.GUARD_KEEP: "cyan",
+    Decision.LLM_KEEP: "cyan",
+    Decision.FALLBACK_KEEP: "cyan",
+}
+
+
+def decision_text(decision: Decision | str) -> Text:
+    d = Decision(decision)
+    return Text(d.value, style=_DECISION_STYLE.get(d, "yellow"))
+
+
+def table(title: str | None = None) -> Table:
+    """A table for humans: light borders so the text columns get the width."""
+    return Table(title=title, box=box.SIMPLE_HEAD, title_justify="left", pad_edge=False)
+
+
+def key_value_grid(rows: Iterable[tuple[str, str | Text]]) -> Table:
+    """Borderless ``key  value`` lines, the keys in bold (values printed verbatim)."""
+    grid = Table.grid(padding=(0, 2))
+    grid.add_column(style="bold")
+    grid.add_column()
+    for key, value in rows:
+        grid.add_row(key, Text(value) if isinstance(value, str) else value)
+    return grid
+
+
+def counts_text(counts: Mapping[str, int]) -> str:
+    """``"a 2, b 1"``: the counts sorted by name (empty for none)."""
+    return ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
+
+
+def memory_cell(memory: Memory, *, with_type: bool = False) -> Text:
+    """The memory's text and, on a second (dim) line, its id (to copy into get/forget)."""
+    cell = Text()
+    if with_type:
+        cell.append(f"[{memory.type.value}] ", style="magenta")
+    cell.append(memory.content)
+    cell.append(f"\n{memory.id}", style="dim")
+    return cell
+
+
+def short(value: float | None, digits: int = 4) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+def when(memory_time: Any) -> str:
+    return "-" if memory_time is None else memory_time.strftime("%Y-%m-%d %H:%M")
+
+
+def write_result_dict(result: WriteResult) -> dict[str, Any]:
+    data = result.to_dict()
+    data["duplicate"] = result.duplicate
+    return data
+
+
+def memory_table(memories: Sequence[Memory], title: str | None = None) -> Table:
+    t = table(title)
+    t.add_column("type", no_wrap=True)
+    t.add_column("memory (id below)", min_width=36)
+    t.add_column("imp", justify="right", no_wrap=True)
+    t.add_column("conf", justify="right", no_wrap=True)
+    t.add_column("created", no_wrap=True)
+    for m in memories:
+        t.add_row(
+            m.type.value,
+            memory_cell(m),
+            f"{m.importance:.2f}",
+            str(m.confirmations),
+            when(m.created_at),
+        )
+    return t
+
+
+def print_memory(memory: Memory) -> None:
+    rows = (
+        ("id", memory.id),
+        ("content", memory.content),
+        ("type", memory.type.value),
+        ("status", memory.status.value),
+        ("owner", memory.owner),
+        ("agent", memory.agent or "-"),
+        ("session", memory.session or "-"),
+        ("source", memory.source or "-"),
+        ("importance", f"{memory.importance:.2f}"),
+        ("confirmations", str(memory.confirmations)),
+        ("accessed", f"{memory.access_count} times, last {when(memory.last_accessed_at)}"),
+        ("created", memory.created_at.isoformat()),
+        ("updated", memory.updated_at.isoformat()),
+        ("metadata", json.dumps(dict(memory.metadata), ensure_ascii=False) or "{}"),
+    )
+    out.print(key_value_grid(rows))
+
+
+def history_table(versions: Sequence[MemoryVersion]) -> Table:
+    t = table("history (previous texts, oldest first)")
+    t.add_column("v", justify="right", no_wrap=True)
+    t.add_column("replaced", no_wrap=True)
+    t.add_column("reason", no_wrap=True)
+    t.add_column("previous text")
+    for v in versions:
+        t.add_row(str(v.version), when(v.replaced_at), v.reason.value, Text(v.content))
+    return t
+
+
+def associations_table(memory_id: str, links: Sequence[Association]) -> Table:
+    t = table("associations")
+    t.add_column("dir", no_wrap=True)
+    t.add_column("relation", no_wrap=True)
+    t.add_column("other memory", no_wrap=True)
+    t.add_column("weight", justify="right", no_wrap=True)
+    for a in links:
+        outgoing = a.source_id == memory_id
+        t.add_row(
+            "->" if outgoing else "<-",
+            a.relation.value,
+            a.target_id if outgoing else a.source_id,
+            f"{a.weight:.3f}",
+        )
+    return t

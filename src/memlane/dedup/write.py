@@ -1,0 +1,299 @@
+"""The write path (ARCHITECTURE.md, "Write path"): validate, hash, nearest, decide, apply, log.
+
+:class:`WritePath` takes only what it uses: the store, the embeddings and the ``[dedup]``
+settings (and the optional LLM of the gray zone). The decision itself is the pure
+:func:`memlane.dedup.pipeline.decide`; this module reads its inputs and applies its plan.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from memlane._ids import new_id, utcnow
+from memlane._text import content_hash
+from memlane.config import DedupSettings
+from memlane.dedup.pipeline import Add, Keep, KeepApart, Plan, Rewrite, decide
+from memlane.embeddings.cache import Embeddings
+from memlane.errors import InvalidMemory, NotFound
+from memlane.history import INJECTION_BLOCK_PREFIX, is_injection_text
+from memlane.llm import LLM
+from memlane.store.base import MemoryStore, NewDedupLog, NewMemory, Vector
+from memlane.types import (
+    DEFAULT_IMPORTANCE,
+    ChangeReason,
+    Decision,
+    Memory,
+    MemoryType,
+    Relation,
+    ReviewStatus,
+    Status,
+    WriteResult,
+    parse_type,
+)
+
+log = logging.getLogger("memlane")
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryInput:
+    """One memory offered to :meth:`MemoryEngine.add_many` (same fields as ``add``)."""
+
+    content: str
+    type: MemoryType | str = MemoryType.FACT
+    owner: str = "default"
+    agent: str | None = None
+    session: str | None = None
+    importance: float | None = None
+    source: str | None = None
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> MemoryInput:
+        """Build from a JSON object (``content`` required). Raises :class:`InvalidMemory`."""
+        if not isinstance(data, Mapping):
+            raise InvalidMemory(f"expected a JSON object, got {type(data).__name__}")
+        unknown = set(data) - {f for f in cls.__dataclass_fields__}
+        if unknown:
+            raise InvalidMemory(
+                f"unknown field(s) {sorted(unknown)}; allowed: {sorted(cls.__dataclass_fields__)}"
+            )
+        if "content" not in data:
+            raise InvalidMemory("missing field 'content' (the memory text)")
+        return cls(**{k: v for k, v in data.items() if v is not None or k == "content"})
+
+
+def check_scope(name: str, value: object, *, required: bool = False) -> None:
+    """Raise :class:`InvalidMemory` unless ``value`` is a non-empty string (or ``None`` when
+    not ``required``)."""
+    if value is None and not required:
+        return
+    if not isinstance(value, str) or not value.strip():
+        raise InvalidMemory(f"{name} must be a non-empty string, got {value!r}")
+
+
+class WritePath:
+    """Offer memories to the store without duplicates; change and forget them by id."""
+
+    def __init__(
+        self,
+        store: MemoryStore,
+        embeddings: Embeddings,
+        settings: DedupSettings,
+        llm: LLM | None = None,
+    ) -> None:
+        self.store = store
+        self.embeddings = embeddings
+        self.settings = settings
+        self.llm = llm
+
+    # ------------------------------------------------------------------ validation
+    def validate(self, item: MemoryInput) -> NewMemory:
+        """Check one offered memory; returns it normalised. Raises :class:`InvalidMemory`."""
+        content = item.content
+        if not isinstance(content, str):
+            raise InvalidMemory(f"content must be a string, got {type(content).__name__}")
+        text = content.strip()
+        if not text:
+            raise InvalidMemory("content is empty: a memory needs some text")
+        limit = self.settings.max_chars
+        if len(text) > limit:
+            raise InvalidMemory(
+                f"content is {len(text):,} characters, over the limit of {limit:,} "
+                "(split it, or raise [dedup] max_chars)"
+            )
+        if is_injection_text(text):
+            raise InvalidMemory(
+                f"content starts with {INJECTION_BLOCK_PREFIX!r}: it is an injected context block, "
+                "and injected context must never become a memory (strip it before saving)"
+            )
+        mtype = parse_type(item.type, InvalidMemory)
+        importance = DEFAULT_IMPORTANCE[mtype] if item.importance is None else item.importance
+        if (
+            isinstance(importance, bool)
+            or not isinstance(importance, int | float)
+            or not 0.0 <= importance <= 1.0
+            or math.isnan(importance)
+        ):
+            raise InvalidMemory(f"importance must be a number from 0 to 1, got {importance!r}")
+        check_scope("owner", item.owner, required=True)
+        check_scope("agent", item.agent)
+        check_scope("session", item.session)
+        if item.source is not None and not isinstance(item.source, str):
+            raise InvalidMemory(f"source must be a string, got {type(item.source).__name__}")
+        if not isinstance(item.metadata, Mapping):
+            raise InvalidMemory(
+                f"metadata must be a JSON object, got {type(item.metadata).__name__}"
+            )
+        try:
+            metadata = json.loads(json.dumps(dict(item.metadata)))
+        except (TypeError, ValueError) as exc:
+            raise InvalidMemory(f"metadata is not JSON-serialisable: {exc}") from None
+        return NewMemory(
+            id=new_id(),
+            content=text,
+            content_hash=content_hash(text),
+            type=mtype,
+            importance=float(importance),
+            owner=item.owner,
+            agent=item.agent,
+            session=item.session,
+            source=item.source,
+            created_at=utcnow(),
+            metadata=metadata,
+        )
+
+    # ------------------------------------------------------------------ add
+    def add_many(self, items: Iterable[MemoryInput | Mapping[str, Any]]) -> list[WriteResult]:
+        """Offer a batch: validated first (any invalid item -> :class:`InvalidMemory`, nothing
+        written), embedded in batches, then deduplicated against the store *and* against earlier
+        items of the batch, all in one transaction. Results are in input order.
+
+        Raises:
+            InvalidMemory: an invalid item (its index named when the batch has several).
+            EmbeddingError: the model failed (nothing written).
+            StoreError: the store failed (the transaction rolled back: nothing written).
+        """
+        inputs = [i if isinstance(i, MemoryInput) else MemoryInput.from_dict(i) for i in items]
+        drafts: list[NewMemory] = []
+        for n, item in enumerate(inputs):
+            try:
+                drafts.append(self.validate(item))
+            except InvalidMemory as exc:
+                if len(inputs) == 1:
+                    raise
+                raise InvalidMemory(f"item {n}: {exc}") from None
+        if not drafts:
+            return []
+        # Exact repeats need no embedding: only embed texts whose hash is not stored yet, and
+        # each such text once (a batch may repeat a line).
+        texts = list(
+            dict.fromkeys(
+                d.content
+                for d in drafts
+                if self.store.find_by_hash(d.owner, d.agent, d.content_hash) is None
+            )
+        )
+        vectors: dict[str, Vector] = {}
+        if texts:
+            vectors = dict(zip(texts, self.embeddings.embed(texts), strict=True))
+        with self.store.transaction():
+            results = [self._write_one(d, vectors.get(d.content)) for d in drafts]
+        for r in results:
+            log.debug("write %s %s sim=%s", r.decision.value, r.memory.id, r.similarity)
+        return results
+
+    def _write_one(self, draft: NewMemory, vec: Vector | None) -> WriteResult:
+        """Write one draft inside the batch's transaction; ``vec`` is ``None`` when its hash was
+        stored before the transaction began."""
+        existing = self.store.find_by_hash(draft.owner, draft.agent, draft.content_hash)
+        if existing is not None:
+            plan: Plan = Keep(Decision.HASH_EXACT, existing, 1.0, "same content hash")
+            return self._apply(plan, draft, vec)
+        if vec is None:  # its stored twin was changed or forgotten meanwhile (another process)
+            vec = self.embeddings.embed([draft.content])[0]
+        # Several neighbours asked for, the first used: the ANN index's top 1 alone is less often
+        # the true nearest than the best of its top k.
+        near = self.store.nearest(draft.owner, draft.agent, vec, self.settings.neighbours)
+        match, sim = (near[0][0], near[0][1]) if near else (None, None)
+        return self._apply(decide(draft.content, match, sim, self.settings, self.llm), draft, vec)
+
+    def _apply(self, plan: Plan, draft: NewMemory, vec: Vector | None) -> WriteResult:
+        store = self.store
+        if (
+            isinstance(plan, Rewrite)
+            and plan.text != draft.content
+            and not self._valid_rewrite(plan.text, draft)
+        ):
+            # An LLM's merged text must obey the same rules as any memory: keep both instead.
+            plan = KeepApart(
+                Decision.FALLBACK_KEEP,
+                plan.match,
+                plan.similarity,
+                "the LLM's merged text is not a valid memory; kept both",
+            )
+        if isinstance(plan, Add):
+            memory = store.insert(draft, self._vector(vec, draft.content))
+            return WriteResult(plan.decision, memory, None, plan.similarity, None)
+        self._log(draft, plan)
+        owner = draft.owner
+        if isinstance(plan, Keep):
+            kept = store.confirm(owner, plan.match.id, _provenance(draft))
+            return WriteResult(plan.decision, kept, plan.match.id, plan.similarity, plan.reasoning)
+        if isinstance(plan, Rewrite):
+            text = plan.text
+            new_vec = self._vector(vec if text == draft.content else None, text)
+            reason = ChangeReason(plan.decision.value)
+            store.replace_content(owner, plan.match.id, text, content_hash(text), new_vec, reason)
+            kept = store.confirm(owner, plan.match.id, _provenance(draft))
+            return WriteResult(plan.decision, kept, plan.match.id, plan.similarity, plan.reasoning)
+        memory = store.insert(draft, self._vector(vec, draft.content))
+        weight = round(float(plan.similarity), 4)
+        store.add_association(owner, memory.id, plan.match.id, Relation.RELATED_TO, weight)
+        return WriteResult(plan.decision, memory, plan.match.id, plan.similarity, plan.reasoning)
+
+    def _vector(self, vec: Vector | None, text: str) -> Vector:
+        return vec if vec is not None else self.embeddings.embed([text])[0]
+
+    def _valid_rewrite(self, text: str, draft: NewMemory) -> bool:
+        try:
+            self.validate(MemoryInput(text, draft.type, draft.owner, draft.agent))
+        except InvalidMemory:
+            return False
+        return True
+
+    def _log(self, draft: NewMemory, plan: Keep | Rewrite | KeepApart) -> None:
+        hash_hit = plan.decision is Decision.HASH_EXACT
+        self.store.log_dedup(
+            NewDedupLog(
+                owner=draft.owner,
+                new_text=draft.content,
+                existing_id=plan.match.id,
+                existing_text=plan.match.content,
+                similarity=round(float(plan.similarity), 6),
+                decision=plan.decision,
+                reasoning=plan.reasoning,
+                # A hash hit needs no review: the texts are the same memory by construction.
+                review_status=ReviewStatus.CONFIRMED if hash_hit else ReviewStatus.UNREVIEWED,
+            )
+        )
+
+    # ------------------------------------------------------------------ by id
+    def update(self, current: Memory, content: str) -> Memory:
+        """Give ``current`` (read in its caller's scope) new text: same id, the old text kept
+        in its history. Raises :class:`InvalidMemory`, :class:`NotFound`."""
+        draft = self.validate(MemoryInput(content, current.type, current.owner, current.agent))
+        vec = self.embeddings.embed([draft.content])[0]
+        with self.store.transaction():
+            return self.store.replace_content(
+                current.owner,
+                current.id,
+                draft.content,
+                draft.content_hash,
+                vec,
+                ChangeReason.UPDATE,
+            )
+
+    def forget(self, current: Memory) -> Memory:
+        """Mark ``current`` forgotten (kept on disk with its history; never searched or
+        injected). Raises :class:`NotFound`."""
+        if current.status is not Status.ACTIVE:
+            raise NotFound(f"no memory with id {current.id!r} for owner {current.owner!r}")
+        with self.store.transaction():
+            return self.store.set_status(current.owner, current.id, Status.FORGOTTEN)
+
+
+def _provenance(draft: NewMemory) -> dict[str, Any]:
+    out: dict[str, Any] = dict(draft.metadata)
+    if draft.source:
+        out["sources"] = [draft.source]
+    if draft.session:
+        out["sessions"] = [draft.session]
+    return out
+
+
+__all__: Sequence[str] = ["MemoryInput", "WritePath", "check_scope"]

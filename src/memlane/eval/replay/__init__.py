@@ -1,0 +1,33 @@
+"""The LoCoMo replay: ``memlane replay FILE`` (docs/replay.md).
+
+- :mod:`~memlane.eval.replay.locomo`: reading the file (conversations, observations, questions);
+- :mod:`~memlane.eval.replay.run`: the replay itself, on a fresh store;
+- :mod:`~memlane.eval.replay.report`: the tallies and the report.
+"""
+
+from memlane.eval.replay.locomo import (
+    CATEGORIES,
+    Conversation,
+    Question,
+    Turn,
+    load_locomo,
+    normalise_evidence,
+    select_conversations,
+)
+from memlane.eval.replay.report import MODES
+from memlane.eval.replay.run import open_replay_engine, replay, replay_file, token_counter
+
+__all__ = [
+    "CATEGORIES",
+    "MODES",
+    "Conversation",
+    "Question",
+    "Turn",
+    "load_locomo",
+    "normalise_evidence",
+    "open_replay_engine",
+    "replay",
+    "replay_file",
+    "select_conversations",
+    "token_counter",
+]

@@ -1,0 +1,307 @@
+"""Replay a LoCoMo-format file through memlane: the write path, per-turn injection, then retrieval.
+
+For each conversation (its own owner, the ``sample_id``), sessions are replayed in order of their
+number (the ``session_<N>`` lists, never the date keys):
+
+1. at the start of session N, the observations of the sessions before it that are not stored yet
+   (normally session N-1) go through the write path (:meth:`MemoryEngine.add_many`, type
+   ``observation``, session ``<sample_id>:<M>``, metadata ``{"evidence": [dia ids], "speaker"}``),
+   as if a extractor had just written them;
+2. every turn of session N is injected (:meth:`MemoryEngine.inject`, session ``<sample_id>:<N>``,
+   text ``"<speaker>: <text>"``, ``recent`` = the two previous turns of the session) and kept in
+   a history (one chat per session) whose blocks are bounded by
+   :func:`memlane.history.with_injection`;
+3. after the last session its observations are stored too, and every question of categories 1-4
+   is searched (limit 10) in ``hybrid``, ``vector`` and ``fts`` mode and scored by evidence
+   recall (``../shared/data/README.md``): ``|question evidence covered by the evidence of the top
+   k memories| / |question evidence|``, averaged over the questions whose evidence resolves to a
+   turn of the conversation (ids that do not resolve are skipped).
+
+The report (:func:`replay`) is a JSON-ready dict; see ``docs/replay.md`` for every key. The checks
+on injection are computed here from what the replay observes, not read back from the engine:
+``repeated_within_window`` counts items injected again within ``context_window_depth`` turns of the
+same session, ``max_blocks_in_history`` counts :func:`~memlane.history.is_injection_block` over
+the kept history after each turn.
+"""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from memlane.config import Settings
+from memlane.embeddings import Embedder
+from memlane.engine import MemoryEngine, MemoryInput
+from memlane.errors import InvalidArgument
+from memlane.eval.replay.locomo import (
+    Conversation,
+    load_locomo,
+    normalise_evidence,
+    select_conversations,
+)
+from memlane.eval.replay.report import (
+    MODES,
+    ConversationStats,
+    QuestionResult,
+    build_report,
+)
+from memlane.history import estimate_tokens, is_injection_block, with_injection
+from memlane.injection import format_block
+
+# Not on the engine's public API yet: the query injection builds from a turn, and a search that
+# does not count as an access (engine.search would touch the memories and so change the replay's
+# own later results). The naive-tokens baseline needs both.
+from memlane.injection.pipeline import build_query
+from memlane.types import MemoryType
+
+#: Results searched per question; recall is reported at 5 and 10.
+QUESTION_LIMIT = 10
+#: Previous turns of the session given to ``inject`` as ``recent``.
+RECENT_TURNS = 2
+
+#: ``progress(done, total, description)``: called as work advances (turns and questions).
+Progress = Callable[[int, int, str], None]
+
+
+def token_counter() -> tuple[str, Callable[[str], int]]:
+    """``(name, count)``: cl100k_base through ``bpe-openai`` (the ``eval`` extra, offline), else
+    the 4-characters-a-token estimate (named so in the report)."""
+    try:
+        import bpe_openai
+
+        encoding = bpe_openai.get_encoding("cl100k_base")
+    except Exception:
+        return "estimate (4 characters a token; install memlane[eval] for cl100k_base)", (
+            estimate_tokens
+        )
+
+    def count(text: str) -> int:
+        return len(encoding.encode(text))
+
+    return "cl100k_base", count
+
+
+def replay(
+    engine: MemoryEngine,
+    conversations: Sequence[Conversation],
+    *,
+    progress: Progress | None = None,
+    source: str | None = None,
+) -> dict[str, Any]:
+    """Replay ``conversations`` into ``engine`` (see the module docstring); returns the report.
+
+    The engine's store should hold no memories of these conversations' owners (the sample ids):
+    :func:`replay_file` opens a fresh one.
+    """
+    started = time.perf_counter()
+    tokenizer, count_tokens = token_counter()
+    # Load the model before the first turn: latencies are of a warm engine, not of a cold start.
+    engine.embed(["warm-up"])
+    engine.embed(["warm-up", "batch"])
+    total = sum(c.turns + len(c.questions) for c in conversations)
+    done = 0
+
+    def advance(n: int, description: str) -> None:
+        nonlocal done
+        done += n
+        if progress is not None:
+            progress(done, total, description)
+
+    stats: list[ConversationStats] = []
+    for conv in conversations:
+        stats.append(_replay_one(engine, conv, count_tokens, advance))
+    backend = getattr(engine.embedder, "backend", None)
+    report = build_report(
+        stats, engine.settings, tokenizer, None if backend is None else str(backend)
+    )
+    report["seconds"] = round(time.perf_counter() - started, 3)
+    return {
+        "file": source,
+        "conversations": [c.sample_id for c in conversations],
+        **report,
+    }
+
+
+def _replay_one(
+    engine: MemoryEngine,
+    conv: Conversation,
+    count_tokens: Callable[[str], int],
+    advance: Callable[[int, str], None],
+) -> ConversationStats:
+    started = time.perf_counter()
+    owner = conv.sample_id
+    cfg = engine.settings.injection_for(None)
+    depth = cfg.context_window_depth
+    max_keep = cfg.max_injected_blocks_in_history
+    st = ConversationStats(conv.sample_id, sessions=len(conv.sessions))
+    st.unresolved_questions = conv.unresolved_questions
+    written: set[int] = set()
+
+    def write_observations(up_to: int | None) -> None:
+        """Store the observations of every session <= ``up_to`` (all when None) not yet stored."""
+        for number in sorted(conv.observations):
+            if number in written or (up_to is not None and number > up_to):
+                continue
+            written.add(number)
+            items = [
+                MemoryInput(
+                    content=o.text,
+                    type=MemoryType.OBSERVATION,
+                    owner=owner,
+                    session=f"{owner}:{number}",
+                    source="locomo-observation",
+                    metadata={"evidence": list(o.evidence), "speaker": o.speaker},
+                )
+                for o in conv.observations[number]
+            ]
+            if not items:
+                continue
+            results = engine.add_many(items)
+            st.offered += len(items)
+            st.decisions.update(r.decision.value for r in results)
+
+    for number, turns in conv.sessions:
+        write_observations(number - 1)
+        session = f"{owner}:{number}"
+        history: list[dict[str, Any]] = []
+        last_injected: dict[str, int] = {}
+        messages = [t.message() for t in turns]
+        for i, text in enumerate(messages):
+            turn_no = i + 1  # every inject call is one turn of the session
+            recent = messages[max(0, i - RECENT_TURNS) : i]
+            injection = engine.inject(session, text, owner=owner, recent=recent)
+            st.turns += 1
+            st.latencies.append(injection.elapsed_ms)
+            st.skipped_reasons.update(injection.skipped)
+            searched = "trivial" not in injection.skipped and "disabled" not in injection.skipped
+            if searched:
+                st.search_latencies.append(injection.elapsed_ms)
+            if injection.block is None:
+                st.skipped_turns += 1
+            else:
+                st.tokens += count_tokens(injection.block)
+            for item in injection.items:
+                mid = item.memory.id
+                seen = last_injected.get(mid)
+                if seen is not None and turn_no - seen < depth:
+                    st.repeated += 1
+                last_injected[mid] = turn_no
+            st.items += len(injection.items)
+
+            # What injecting the top max_total results on every turn, no dedup, would cost.
+            query = build_query(text, recent, cfg)
+            naive = engine.retriever.search(
+                query, owner=owner, limit=cfg.max_total, record_access=False
+            )
+            naive_block = format_block([], [h.memory for h in naive])
+            naive_tokens = count_tokens(naive_block) if naive_block else 0
+            st.tokens_naive += naive_tokens
+            if searched:
+                st.tokens_naive_searched += naive_tokens
+
+            history.append({"role": "user", "content": text})
+            history = with_injection(history, injection, max_keep)
+            st.max_blocks = max(st.max_blocks, sum(1 for m in history if is_injection_block(m)))
+            advance(1, f"{owner} session {number}")
+    write_observations(None)
+    st.stored = engine.count(owner)
+
+    for question in conv.questions:
+        wanted = set(question.evidence)
+        for mode in MODES:
+            t0 = time.perf_counter()
+            hits = engine.search(question.text, owner=owner, limit=QUESTION_LIMIT, mode=mode)
+            st.question_latencies[mode].append((time.perf_counter() - t0) * 1000.0)
+            covered_5: set[str] = set()
+            covered_10: set[str] = set()
+            for rank, hit in enumerate(hits, start=1):
+                cited = wanted.intersection(normalise_evidence(hit.memory.metadata.get("evidence")))
+                covered_10 |= cited
+                if rank <= 5:
+                    covered_5 |= cited
+            st.questions[mode].append(
+                QuestionResult(
+                    question.category,
+                    len(covered_5) / len(wanted),
+                    len(covered_10) / len(wanted),
+                    bool(covered_10),
+                )
+            )
+        advance(1, f"{owner} questions")
+    st.seconds = time.perf_counter() - started
+    return st
+
+
+# --------------------------------------------------------------------------- opening a store
+
+
+@contextmanager
+def open_replay_engine(
+    home: str | Path | None = None,
+    *,
+    settings: Settings | None = None,
+    embedder: Embedder | None = None,
+    owners: Sequence[str] = (),
+) -> Iterator[MemoryEngine]:
+    """An engine on a fresh store for a replay.
+
+    ``home`` given: that folder is the replay's memlane home (its ``memlane.toml`` and
+    ``MEMLANE_*`` settings; the store is kept there); it must hold no memories of ``owners``.
+    ``home`` omitted: the settings of the user's home (``$MEMLANE_HOME`` or ``~/.memlane``) with
+    the store in a temporary folder, deleted afterwards.
+
+    Raises:
+        InvalidArgument: the store of ``home`` already holds memories of one of ``owners``.
+    """
+    tmp: tempfile.TemporaryDirectory[str] | None = None
+    if home is None:
+        base = settings or Settings.load()
+        tmp = tempfile.TemporaryDirectory(prefix="memlane-replay-")
+        db = Path(tmp.name) / "memlane.db"
+        settings = base.model_copy(
+            update={"home": tmp.name, "store": base.store.model_copy(update={"path": str(db)})}
+        )
+    else:
+        Path(home).expanduser().mkdir(parents=True, exist_ok=True)
+        settings = settings or Settings.load(home)
+    try:
+        engine = MemoryEngine.open(settings=settings, embedder=embedder)
+        try:
+            busy = [o for o in owners if engine.count(o)]
+            if busy:
+                raise InvalidArgument(
+                    f"the store {settings.db_path} already holds memories of {', '.join(busy)}: "
+                    "a replay needs a fresh store (give an empty --home folder, or none for a "
+                    "temporary one)"
+                )
+            yield engine
+        finally:
+            engine.close()
+    finally:
+        if tmp is not None:
+            tmp.cleanup()
+
+
+def replay_file(
+    path: str | Path,
+    *,
+    conversations: str | Sequence[int | str] | None = None,
+    home: str | Path | None = None,
+    settings: Settings | None = None,
+    embedder: Embedder | None = None,
+    progress: Progress | None = None,
+) -> dict[str, Any]:
+    """Load ``path``, pick ``conversations`` (see :func:`select_conversations`), replay them into
+    a fresh store (see :func:`open_replay_engine`) and return the report.
+
+    Raises:
+        InvalidArgument: bad file, bad selection, or a ``home`` whose store is not fresh.
+    """
+    chosen = select_conversations(load_locomo(path), conversations)
+    owners = [c.sample_id for c in chosen]
+    with open_replay_engine(home, settings=settings, embedder=embedder, owners=owners) as engine:
+        return replay(engine, chosen, progress=progress, source=str(path))
