@@ -234,7 +234,7 @@ def test_bench_home_must_be_empty_or_a_bench_store(tmp_path: Path) -> None:
     foreign = tmp_path / "mine"
     with MemoryEngine.open(foreign) as engine:
         engine.add("Alice likes tea.")
-    result = run_cli("search", "--memories", "50", "--home", str(foreign), code=1)
+    result = run_cli("search", "--memories", "50", "--home", str(foreign), code=3)
     assert "bench" in result.stderr
     with MemoryEngine.open(foreign) as engine:  # untouched
         assert engine.count() == 1
@@ -244,7 +244,7 @@ def test_bench_home_must_be_empty_or_a_bench_store(tmp_path: Path) -> None:
     first = json.loads(run_cli("search", *args).stdout)
     again = json.loads(run_cli("inject", *args).stdout)
     assert first["build_reused"] is False and again["build_reused"] is True
-    other = run_cli("search", *args[:1], "61", *args[2:], code=1)
+    other = run_cli("search", *args[:1], "61", *args[2:], code=3)
     assert "--rebuild" in other.stderr
     rebuilt = json.loads(run_cli("search", *args, "--rebuild").stdout)
     assert rebuilt["build_reused"] is False

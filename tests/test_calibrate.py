@@ -140,11 +140,11 @@ def test_calibrate_command(hash_env: Path) -> None:
 def test_calibrate_command_errors(hash_env: Path, tmp_path: Path) -> None:
     runner = CliRunner()
     missing = runner.invoke(app, ["dedup", "calibrate", "--data", str(tmp_path / "nowhere")])
-    assert missing.exit_code == 1 and "cannot read" in missing.stderr
+    assert missing.exit_code == 3 and "cannot read" in missing.stderr
     unlabelled = tmp_path / "u.tsv"
     unlabelled.write_text("sentence1\tsentence2\na\tb\n", encoding="utf-8")
     result = runner.invoke(app, ["dedup", "calibrate", str(unlabelled)])
-    assert result.exit_code == 1 and "no labelled pairs" in result.stderr
+    assert result.exit_code == 3 and "no labelled pairs" in result.stderr
 
 
 def test_cli_mirror_of_row_number() -> None:

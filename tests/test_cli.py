@@ -194,7 +194,7 @@ def test_add_all_options(cli: Cli) -> None:
 def test_add_refuses_bad_input_and_stores_nothing(
     cli: Cli, text: str, extra: list[str], message: str
 ) -> None:
-    result = cli("add", text, *extra, code=1)
+    result = cli("add", text, *extra, code=3)
     assert "error:" in result.stderr
     assert message in flat(result.stderr)
     assert result.stdout == ""
@@ -206,7 +206,7 @@ def test_error_text_with_brackets_is_printed_verbatim(
     cli: Cli, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("MEMLANE_DEDUP__MAX_CHARS", "20")
-    result = cli("add", "This memory is far longer than twenty characters.", code=1)
+    result = cli("add", "This memory is far longer than twenty characters.", code=3)
     assert "[dedup] max_chars" in flat(result.stderr)
 
 
@@ -319,7 +319,7 @@ def test_list_get_update_history_forget(cli: Cli) -> None:
     forgotten = cli.json("forget", memory_id, "--owner", "alice")
     assert forgotten["status"] == "forgotten"
     assert memory_id not in {m["id"] for m in cli.json("list", "--owner", "alice")}
-    missing = cli("get", memory_id, "--owner", "alice", code=1)
+    missing = cli("get", memory_id, "--owner", "alice", code=4)
     assert "no memory" in flat(missing.stderr)
     assert (
         cli.json("get", memory_id, "--include-inactive", "--owner", "alice")["status"]
@@ -372,7 +372,7 @@ def test_get_shows_associations(cli: Cli) -> None:
 
 @pytest.mark.parametrize("command", ["get", "forget", "history"])
 def test_unknown_id_is_a_clear_error(cli: Cli, command: str) -> None:
-    result = cli(command, "no-such-id", code=1)
+    result = cli(command, "no-such-id", code=4)
     assert "error:" in result.stderr and "no-such-id" in result.stderr
 
 
@@ -381,9 +381,9 @@ def test_unknown_id_is_a_clear_error(cli: Cli, command: str) -> None:
 )
 def test_by_id_commands_stay_in_the_owner_scope(cli: Cli, args: list[str]) -> None:
     memory_id = cli.json("add", "Alice works at Acme.", "--owner", "alice")["memory"]["id"]
-    other = cli(args[0], memory_id, *args[1:], "--owner", "bob", code=1)
+    other = cli(args[0], memory_id, *args[1:], "--owner", "bob", code=4)
     # the same error as for an id that does not exist: nothing tells bob the id is taken
-    missing = cli(args[0], "no-such-id", *args[1:], "--owner", "bob", code=1)
+    missing = cli(args[0], "no-such-id", *args[1:], "--owner", "bob", code=4)
     assert other.stderr.replace(memory_id, "ID") == missing.stderr.replace("no-such-id", "ID")
     kept = cli.json("get", memory_id, "--owner", "alice")
     assert (kept["content"], kept["status"]) == ("Alice works at Acme.", "active")
@@ -391,14 +391,14 @@ def test_by_id_commands_stay_in_the_owner_scope(cli: Cli, args: list[str]) -> No
 
 def test_update_refuses_bad_text(cli: Cli) -> None:
     memory_id = cli.json("add", "Dave lives in Oslo.")["memory"]["id"]
-    cli("update", memory_id, "", code=1)
-    cli("update", memory_id, "[Context from memory]\n[fact] x", code=1)
+    cli("update", memory_id, "", code=3)
+    cli("update", memory_id, "[Context from memory]\n[fact] x", code=3)
     assert cli.json("get", memory_id)["content"] == "Dave lives in Oslo."
     assert cli.json("history", memory_id) == []
 
 
 def test_list_unknown_type_is_an_error(cli: Cli) -> None:
-    result = cli("list", "--type", "opinion", code=1)
+    result = cli("list", "--type", "opinion", code=3)
     assert "valid types" in flat(result.stderr)
 
 
@@ -412,7 +412,7 @@ def test_dedup_log(cli: Cli) -> None:
     assert cli.json("dedup-log", "--decision", "added") == []
     assert "hash_exact" in cli("dedup-log", "--owner", "erin").stdout
     assert cli.json("dedup-log") == []  # the default owner's log: erin's rows are not shown
-    bad = cli("dedup-log", "--decision", "merged", code=1)
+    bad = cli("dedup-log", "--decision", "merged", code=3)
     assert "hash_exact" in flat(bad.stderr)  # lists the valid decisions
 
 
@@ -462,7 +462,7 @@ def test_search_json_and_filters(cli: Cli) -> None:
     ],
 )
 def test_search_bad_arguments(cli: Cli, args: list[str], message: str) -> None:
-    result = cli("search", *args, code=1)
+    result = cli("search", *args, code=3)
     assert message in flat(result.stderr)
 
 
@@ -515,7 +515,7 @@ def test_inject_prints_the_block_or_says_why_not(cli: Cli) -> None:
 
 def test_inject_needs_a_session_and_text(cli: Cli) -> None:
     assert cli("inject", "hello there friend", code=2).exit_code == 2  # --session is required
-    result = cli("inject", "some text", "--session", "  ", code=1)
+    result = cli("inject", "some text", "--session", "  ", code=3)
     assert "session" in flat(result.stderr)
 
 
@@ -524,7 +524,7 @@ def test_injected_block_is_never_stored(cli: Cli) -> None:
     block = cli.json("inject", "Alice editor preferences", "--session", "s", "--owner", "alice")
     assert block["block"]
     before = cli.contents("alice")
-    result = cli("add", block["block"], "--owner", "alice", code=1)
+    result = cli("add", block["block"], "--owner", "alice", code=3)
     assert "injected" in flat(result.stderr)
     assert cli.contents("alice") == before
 
@@ -533,7 +533,7 @@ def test_injected_block_is_never_stored(cli: Cli) -> None:
 
 
 def test_session_reset_unknown_reason(cli: Cli) -> None:
-    result = cli("session", "reset", "chat-1", "--reason", "reboot", code=1)
+    result = cli("session", "reset", "chat-1", "--reason", "reboot", code=3)
     err = flat(result.stderr)
     assert "error:" in err and "reboot" in err
     for reason in ("compact", "clear", "resume"):

@@ -209,11 +209,11 @@ def test_cli_tables_show_the_report(hash_home: Path, tmp_path: Path) -> None:
 
 def test_cli_errors(hash_home: Path, tmp_path: Path) -> None:
     missing = CliRunner().invoke(app, ["replay", str(tmp_path / "none.json")])
-    assert missing.exit_code == 1
+    assert missing.exit_code == 3
     assert "no such file" in missing.output
     bad = CliRunner().invoke(app, ["replay", str(SAMPLE), "--conversations", "7"])
-    assert bad.exit_code == 1
+    assert bad.exit_code == 3
     assert "out of range" in bad.output
     folder = CliRunner().invoke(app, ["replay", str(SAMPLE), "--out", str(tmp_path)])
-    assert folder.exit_code == 1
+    assert folder.exit_code == 3
     assert "is a folder" in folder.output

@@ -15,6 +15,7 @@ from memlane.embeddings import Embedder, HashEmbedder, LocalEmbedder
 from memlane.engine import MemoryEngine, MemoryInput
 from memlane.errors import (
     ConfigError,
+    CorruptStore,
     EmbeddingError,
     EmbeddingMismatch,
     InvalidArgument,
@@ -22,6 +23,8 @@ from memlane.errors import (
     LLMError,
     MemlaneError,
     NotFound,
+    ReadOnlyStore,
+    StoreBusy,
     StoreError,
 )
 from memlane.history import INJECTION_BLOCK_PREFIX
@@ -54,6 +57,7 @@ __all__ = [
     "Association",
     "ChangeReason",
     "ConfigError",
+    "CorruptStore",
     "Decision",
     "DedupLogEntry",
     "Embedder",
@@ -75,6 +79,7 @@ __all__ = [
     "MemoryVersion",
     "NotFound",
     "PinnedSort",
+    "ReadOnlyStore",
     "Relation",
     "ResetReason",
     "ReviewStatus",
@@ -82,6 +87,7 @@ __all__ = [
     "SessionState",
     "Settings",
     "Status",
+    "StoreBusy",
     "StoreError",
     "WriteResult",
     "__version__",

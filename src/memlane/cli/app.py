@@ -2,15 +2,22 @@
 
 Command groups live in their own modules (``memories``, ``session``, ``dedup``, ``replay``,
 ``bench``) and register on :data:`app` when :mod:`memlane.cli` is imported.
+
+Errors: whatever a command raises ends as one line on stderr, ``error: <message>``, and the exit
+code of its class (:data:`EXIT_CODES`, docs/errors.md); ``--debug`` (or ``MEMLANE_DEBUG=1``)
+prints the traceback before that line.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import os
 import sys
+import traceback
 from collections.abc import Iterator
 from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -25,12 +32,64 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 from rich.text import Text
+from typer.core import TyperGroup
 
-from memlane.errors import MemlaneError
+from memlane.errors import (
+    ConfigError,
+    CorruptStore,
+    EmbeddingError,
+    InvalidArgument,
+    InvalidMemory,
+    LLMError,
+    MemlaneError,
+    NotFound,
+    ReadOnlyStore,
+    StoreBusy,
+    StoreError,
+)
+
+#: Exit code of an unexpected exception (a bug in memlane): EX_SOFTWARE of sysexits.h.
+INTERNAL_ERROR = 70
+#: Exit code of a usage error (Click's: unknown option, missing argument, bad value).
+USAGE_ERROR = 2
+
+#: Every exit code of the CLI and what it means (docs/errors.md has the same table).
+EXIT_CODES: dict[int, str] = {
+    0: "success",
+    MemlaneError.exit_code: "failed: any other memlane error, or some input lines were bad",
+    USAGE_ERROR: "usage error (unknown option, missing argument)",
+    InvalidMemory.exit_code: f"{InvalidMemory.__name__} / {InvalidArgument.__name__}",
+    NotFound.exit_code: NotFound.__name__,
+    ConfigError.exit_code: ConfigError.__name__,
+    EmbeddingError.exit_code: f"{EmbeddingError.__name__} (also EmbeddingMismatch)",
+    StoreBusy.exit_code: f"{StoreBusy.__name__}: the write lock was held past busy_timeout_ms",
+    ReadOnlyStore.exit_code: f"{ReadOnlyStore.__name__}: the store cannot be written",
+    CorruptStore.exit_code: f"{CorruptStore.__name__}: not a database or damaged",
+    StoreError.exit_code: f"{StoreError.__name__}: disk full, cannot open, I/O error",
+    LLMError.exit_code: LLMError.__name__,
+    INTERNAL_ERROR: "internal error (a bug): rerun with --debug for the traceback",
+}
+
+#: ``--debug`` of the running command (``None``: no command parsed; the environment decides).
+_debug: ContextVar[bool | None] = ContextVar("memlane_debug", default=None)
+
+
+class _Group(TyperGroup):
+    """The root group: any exception a command lets out becomes one ``error:`` line and the exit
+    code of its class, also where the command does not use :func:`handle_errors` itself."""
+
+    def invoke(self, ctx: Any) -> Any:  # Any: typer's vendored click Context
+        with handle_errors():
+            return super().invoke(ctx)
+
 
 app = typer.Typer(
     name="memlane",
+    cls=_Group,
     help="Long-term memory for LLM agents: store without duplicates, search, inject per turn.",
+    epilog="Exit codes: "
+    + "; ".join(f"{code} {meaning}" for code, meaning in sorted(EXIT_CODES.items()))
+    + ". See docs/errors.md.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
@@ -72,8 +131,17 @@ def _main(
             help="Log to stderr: -v for summaries (INFO), -vv for a line per memory (DEBUG).",
         ),
     ] = 0,
+    debug: Annotated[
+        bool,
+        typer.Option(
+            "--debug",
+            help="On an error, print the traceback too (also MEMLANE_DEBUG=1).",
+            envvar="MEMLANE_DEBUG",
+        ),
+    ] = False,
 ) -> None:
     """Long-term memory for LLM agents: store without duplicates, search, inject per turn."""
+    _debug.set(debug)
     if verbose:
         level = logging.DEBUG if verbose > 1 else logging.INFO
         handler = logging.StreamHandler(sys.stderr)
@@ -93,19 +161,52 @@ def print_error(message: str) -> None:
     err.print(Text.assemble(("error:", "bold red"), " ", message))
 
 
-def fail(message: str) -> typer.Exit:
-    """Print ``error: message`` on stderr; return the exit (code 1) for the caller to raise."""
+def fail(message: str, code: int = MemlaneError.exit_code) -> typer.Exit:
+    """Print ``error: message`` on stderr; return the exit (code 1 unless given) for the caller
+    to raise."""
     print_error(message)
-    return typer.Exit(code=1)
+    return typer.Exit(code=code)
+
+
+def exit_code(exc: BaseException) -> int:
+    """The CLI's exit code for ``exc``: its class's for a memlane error, else an internal error."""
+    return exc.exit_code if isinstance(exc, MemlaneError) else INTERNAL_ERROR
+
+
+def debug_enabled() -> bool:
+    """``--debug`` was given (or ``MEMLANE_DEBUG`` is set to a true value)."""
+    flag = _debug.get()
+    if flag is not None:
+        return flag
+    return os.environ.get("MEMLANE_DEBUG", "").strip().lower() in {"1", "true", "yes", "on"}
+
+
+def one_line(text: str) -> str:
+    """``text`` with its line breaks folded into spaces (an error is one line)."""
+    return " ".join(part.strip() for part in text.splitlines() if part.strip())
 
 
 @contextmanager
 def handle_errors() -> Iterator[None]:
-    """Turn memlane errors into ``error: <message>`` on stderr and exit code 1 (2 for usage)."""
+    """Turn any exception into ``error: <message>`` on stderr (one line) and the exit code of its
+    class (:data:`EXIT_CODES`); an unexpected one is an internal error. With ``--debug`` the
+    traceback comes first. Click's own exits, aborts and usage errors pass through."""
     try:
         yield
+    except (typer.Exit, typer.Abort, typer.TyperException):
+        raise  # Click's own: a chosen exit, ^C, a usage error
     except MemlaneError as exc:
-        raise fail(str(exc)) from None
+        if debug_enabled():
+            traceback.print_exception(exc, file=sys.stderr)
+        raise fail(one_line(str(exc)) or type(exc).__name__, exit_code(exc)) from None
+    except Exception as exc:
+        if debug_enabled():
+            traceback.print_exception(exc, file=sys.stderr)
+        detail = one_line(str(exc))
+        message = f"{type(exc).__name__}: {detail}" if detail else type(exc).__name__
+        raise fail(
+            f"internal error: {message}; rerun with --debug for the traceback", INTERNAL_ERROR
+        ) from None
 
 
 def progress_bar(*, transient: bool = False, remaining: bool = False) -> Progress:
