@@ -137,6 +137,13 @@ MIGRATIONS: list[tuple[str, str]] = [
 ]
 
 
+def hash_current(conn: sqlite3.Connection) -> bool:
+    """True when the stored content hashes were made with today's
+    :data:`memlane._text.HASH_VERSION` (a read: no lock needed)."""
+    row = conn.execute("SELECT value FROM meta WHERE key = ?", (HASH_VERSION_KEY,)).fetchone()
+    return row is not None and row[0] == str(HASH_VERSION)
+
+
 def rehash(conn: sqlite3.Connection, batch: int = 2000) -> int:
     """Recompute every stored content hash (memories and their history) when
     :data:`memlane._text.HASH_VERSION` differs from the one recorded in ``meta``; returns the
@@ -147,8 +154,7 @@ def rehash(conn: sqlite3.Connection, batch: int = 2000) -> int:
     case): both are kept — nothing stored is ever dropped — and the oldest is the one later
     repeats confirm (:meth:`SQLiteStore.find_by_hash`).
     """
-    row = conn.execute("SELECT value FROM meta WHERE key = ?", (HASH_VERSION_KEY,)).fetchone()
-    if row is not None and row[0] == str(HASH_VERSION):
+    if hash_current(conn):
         return 0
     changed = 0
     for table, key in (("memories", "num"), ("memory_history", "id")):

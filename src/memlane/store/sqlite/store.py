@@ -11,6 +11,7 @@ associations and the dedup log are mixins (:mod:`.sessions`, :mod:`.links`).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sqlite3
@@ -27,9 +28,11 @@ from memlane._ids import new_id, to_iso, utcnow
 from memlane.errors import EmbeddingMismatch, NotFound, StoreError
 from memlane.store.base import NewMemory, ScoredId, Vector
 from memlane.store.index_cache import PERSIST_MIN_ROWS, IndexCache
+from memlane.store.sqlite.connect import ClosedConnection, enable_wal, split_sql
+from memlane.store.sqlite.errors import is_busy, translate, translating
 from memlane.store.sqlite.feed import SQLiteFeed
 from memlane.store.sqlite.links import LinksMixin
-from memlane.store.sqlite.migrations import MIGRATIONS, rehash
+from memlane.store.sqlite.migrations import MIGRATIONS, hash_current, rehash
 from memlane.store.sqlite.reads import ReadsMixin
 from memlane.store.sqlite.rows import MEMORY_COLUMNS, merge_metadata, row_to_memory
 from memlane.store.sqlite.sessions import SessionsMixin
@@ -45,6 +48,7 @@ _ACCESS_FLUSH_SECONDS = 5.0
 _PERSIST_MIN_VECTORS = PERSIST_MIN_ROWS
 
 
+@translating
 class SQLiteStore(ReadsMixin, LinksMixin, SessionsMixin):
     """The embedded store. Use :meth:`open`; thread-safe (one connection behind a lock)."""
 
@@ -106,24 +110,33 @@ class SQLiteStore(ReadsMixin, LinksMixin, SessionsMixin):
                 check_same_thread=False,
                 timeout=busy_timeout_ms / 1000,
             )
+        except (OSError, sqlite3.Error) as exc:
+            raise translate(exc, "open", p) from exc
+        try:
             conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
-            mode = _enable_wal(conn, busy_timeout_ms)
+            mode = enable_wal(conn, p, busy_timeout_ms)
             if mode != "wal":
-                raise StoreError(f"{p}: could not switch to WAL mode (got {mode})")
+                raise StoreError(
+                    f"{p}: could not switch to WAL mode (got {mode})", operation="open", path=p
+                )
             conn.execute("PRAGMA synchronous = NORMAL")
             conn.execute("PRAGMA foreign_keys = ON")
-        except sqlite3.DatabaseError as exc:
-            raise StoreError(f"cannot open {p} as a memlane store: {exc}") from exc
-        store = cls(conn, p, model, dimension, busy_timeout_ms)
-        try:
+            store = cls(conn, p, model, dimension, busy_timeout_ms)
             store._migrate()
             store._check_model()
+        except sqlite3.Error as exc:
+            conn.close()
+            raise translate(exc, "open", p) from exc
         except BaseException:
             conn.close()
             raise
         return store
 
     def _migrate(self) -> None:
+        # Read first: an up-to-date store (every open but the first) needs no write lock, so a
+        # reader opens it while another process holds that lock.
+        if not self._pending_migrations() and hash_current(self._conn):
+            return
         with self.transaction():
             self._conn.execute(
                 "CREATE TABLE IF NOT EXISTS migrations (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)"
@@ -132,7 +145,7 @@ class SQLiteStore(ReadsMixin, LinksMixin, SessionsMixin):
             for name, sql in MIGRATIONS:
                 if name in done:
                     continue
-                for statement in _split_sql(sql):
+                for statement in split_sql(sql):
                     self._conn.execute(statement)
                 self._conn.execute(
                     "INSERT INTO migrations (name, applied_at) VALUES (?, ?)",
@@ -140,19 +153,28 @@ class SQLiteStore(ReadsMixin, LinksMixin, SessionsMixin):
                 )
             rehash(self._conn)
 
+    def _pending_migrations(self) -> list[str]:
+        known = self._conn.execute(
+            "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'migrations'"
+        ).fetchone()[0]
+        done = {r[0] for r in self._conn.execute("SELECT name FROM migrations")} if known else set()
+        return [name for name, _ in MIGRATIONS if name not in done]
+
     def _check_model(self) -> None:
-        with self.transaction():
-            meta = dict(self._conn.execute("SELECT key, value FROM meta").fetchall())
-            if "embedding.model" not in meta:
-                self._conn.executemany(
-                    "INSERT INTO meta (key, value) VALUES (?, ?)",
-                    [
-                        ("embedding.model", self.model),
-                        ("embedding.dimension", str(self.dimension)),
-                        ("store.uuid", new_id()),
-                    ],
-                )
+        meta = dict(self._conn.execute("SELECT key, value FROM meta").fetchall())
+        if "embedding.model" not in meta:  # a new store: record its model (read again, locked)
+            with self.transaction():
                 meta = dict(self._conn.execute("SELECT key, value FROM meta").fetchall())
+                if "embedding.model" not in meta:
+                    self._conn.executemany(
+                        "INSERT INTO meta (key, value) VALUES (?, ?)",
+                        [
+                            ("embedding.model", self.model),
+                            ("embedding.dimension", str(self.dimension)),
+                            ("store.uuid", new_id()),
+                        ],
+                    )
+                    meta = dict(self._conn.execute("SELECT key, value FROM meta").fetchall())
         if (
             meta["embedding.model"] != self.model
             or int(meta["embedding.dimension"]) != self.dimension
@@ -176,7 +198,7 @@ class SQLiteStore(ReadsMixin, LinksMixin, SessionsMixin):
             finally:
                 self._closed = True
                 self._conn.close()
-                self._conn = cast(sqlite3.Connection, _ClosedConnection(self.path))
+                self._conn = cast(sqlite3.Connection, ClosedConnection(self.path))
 
     # ------------------------------------------------------------------ transactions
     @contextmanager
@@ -193,32 +215,61 @@ class SQLiteStore(ReadsMixin, LinksMixin, SessionsMixin):
                 return
             self._begin_immediate()
             self._depth = 1
+            step = "write"
             try:
                 yield
+                step = "commit"
                 self._flush_access(force=True)
                 self._conn.execute("COMMIT")
+            except sqlite3.Error as exc:  # from the store's own statements (public ones translate)
+                self._rollback()
+                raise translate(exc, step, self.path) from exc
             except BaseException:
-                self._conn.execute("ROLLBACK")
+                self._rollback()
                 raise
             finally:
                 self._depth = 0
                 self._tx_base_seq = None
                 self._pending.clear()
 
+    def _rollback(self) -> None:
+        """Roll back the open transaction unless SQLite already did (it does by itself on a full
+        disk or an I/O error: a second ROLLBACK would fail with "no transaction is active"). A
+        failing rollback never hides the error that caused it."""
+        if self._conn.in_transaction:
+            with contextlib.suppress(sqlite3.Error):
+                self._conn.execute("ROLLBACK")
+
     def _begin_immediate(self) -> None:
-        # busy_timeout already makes SQLite wait; the loop covers the rare SQLITE_BUSY that
-        # SQLite returns without calling the handler (e.g. while a WAL checkpoint restarts).
+        """Take the write lock, waiting at most ``busy_timeout_ms`` in all (one deadline).
+
+        SQLite's busy handler does the waiting; the loop covers the rare SQLITE_BUSY returned
+        without calling it (e.g. while a WAL checkpoint restarts), each attempt allowed only the
+        time left. Raises :class:`StoreBusy` at the deadline.
+        """
+        started = time.monotonic()
+        deadline = started + self._busy_ms / 1000
         delay = 0.01
-        for _ in range(200):
-            try:
-                self._conn.execute("BEGIN IMMEDIATE")
-                return
-            except sqlite3.OperationalError as exc:
-                if "locked" not in str(exc) and "busy" not in str(exc):
-                    raise StoreError(str(exc)) from exc
-                time.sleep(delay)
-                delay = min(delay * 2, 0.25)
-        raise StoreError(f"{self.path}: another process holds the write lock; try again")
+        shortened = False
+        try:
+            while True:
+                try:
+                    self._conn.execute("BEGIN IMMEDIATE")
+                    return
+                except sqlite3.Error as exc:
+                    now = time.monotonic()
+                    if not is_busy(exc) or now + 0.001 >= deadline:
+                        raise translate(
+                            exc, "begin a write", self.path, waited_s=now - started
+                        ) from exc
+                    time.sleep(min(delay, deadline - now))
+                    delay = min(delay * 2, 0.25)
+                    left_ms = max(1, int((deadline - time.monotonic()) * 1000))
+                    self._conn.execute(f"PRAGMA busy_timeout = {left_ms}")
+                    shortened = True
+        finally:
+            if shortened:
+                self._conn.execute(f"PRAGMA busy_timeout = {self._busy_ms}")
 
     def _require_tx(self) -> None:
         if not self._depth:
@@ -423,62 +474,25 @@ class SQLiteStore(ReadsMixin, LinksMixin, SessionsMixin):
             self._conn.executemany(sql, rows)
         else:
             # Opportunistic: never make a search wait for another process's write lock (but a
-            # forced flush, on close, waits like any writer: "database is locked" never escapes).
-            self._conn.execute(f"PRAGMA busy_timeout = {self._busy_ms if force else 20}")
+            # forced flush, on close, waits like any writer, within busy_timeout_ms).
             try:
-                self._conn.execute("BEGIN IMMEDIATE")
+                if force:
+                    self._begin_immediate()
+                else:
+                    self._conn.execute("PRAGMA busy_timeout = 20")
+                    try:
+                        self._conn.execute("BEGIN IMMEDIATE")
+                    finally:
+                        self._conn.execute(f"PRAGMA busy_timeout = {self._busy_ms}")
                 try:
                     self._conn.executemany(sql, rows)
                     self._conn.execute("COMMIT")
                 except BaseException:
-                    self._conn.execute("ROLLBACK")
+                    self._rollback()
                     raise
-            except sqlite3.OperationalError:
+            except sqlite3.Error:
                 if not force:
-                    return  # busy: keep the buffer for the next flush
+                    return  # busy, or read-only: keep the buffer for the next flush
                 raise
-            finally:
-                self._conn.execute(f"PRAGMA busy_timeout = {self._busy_ms}")
         self._access.clear()
         self._access_since = time.monotonic()
-
-
-class _ClosedConnection:
-    """Stands in for the connection after close: any use raises StoreError, not sqlite3's own."""
-
-    def __init__(self, path: Path) -> None:
-        self._path = path
-
-    def __getattr__(self, name: str) -> Any:
-        raise StoreError(f"the store {self._path} is closed (open the engine again)")
-
-
-def _enable_wal(conn: sqlite3.Connection, busy_timeout_ms: int) -> str:
-    """Switch to WAL mode. Two processes creating a new file at once can get "database is
-    locked" here without SQLite's busy handler being called (the switch needs an exclusive lock),
-    so retry until the busy timeout; the mode is persistent, so the second one finds it set."""
-    deadline = time.monotonic() + busy_timeout_ms / 1000
-    delay = 0.005
-    while True:
-        try:
-            return str(conn.execute("PRAGMA journal_mode = WAL").fetchone()[0])
-        except sqlite3.OperationalError as exc:
-            if "locked" not in str(exc) or time.monotonic() >= deadline:
-                raise
-            time.sleep(delay)
-            delay = min(delay * 2, 0.2)
-
-
-def _split_sql(script: str) -> list[str]:
-    """Split a migration script into statements (``sqlite3.complete_statement`` knows triggers)."""
-    statements: list[str] = []
-    buf = ""
-    for line in script.splitlines(keepends=True):
-        buf += line
-        if sqlite3.complete_statement(buf):
-            if buf.strip():
-                statements.append(buf.strip())
-            buf = ""
-    if buf.strip():
-        statements.append(buf.strip())
-    return statements
