@@ -636,7 +636,7 @@ def test_dedup_pairs_decisions_follow_the_write_path(cli: Cli, tmp_path: Path) -
 def test_dedup_pairs_missing_columns(cli: Cli, tmp_path: Path) -> None:
     tsv = tmp_path / "bad.tsv"
     tsv.write_text("pair\ttext_a\tsentence2\nx\ty\tz\n", encoding="utf-8")
-    result = cli("dedup", "pairs", str(tsv), "--out", str(tmp_path / "o.jsonl"), code=1)
+    result = cli("dedup", "pairs", str(tsv), "--out", str(tmp_path / "o.jsonl"), code=3)
     err = flat(result.stderr)
     assert "error:" in err
     assert "id, sentence1" in err  # the missing columns
@@ -651,6 +651,6 @@ def test_dedup_pairs_row_numbers_without_id_column(cli: Cli, tmp_path: Path) -> 
         encoding="utf-8",
     )
     out = tmp_path / "o.jsonl"
-    cli("dedup", "pairs", str(tsv), "--out", str(out), code=1)
+    cli("dedup", "pairs", str(tsv), "--out", str(out), code=3)
     cli("dedup", "pairs", str(tsv), "--out", str(out), "--id-column", "#")
     assert json.loads(out.read_text(encoding="utf-8"))["id"] == "1"

@@ -9,6 +9,7 @@ one line, ``error: <message>``, on stderr and exits with the code of its class (
 from __future__ import annotations
 
 import json
+import logging
 import sys
 from collections import Counter
 from pathlib import Path
@@ -25,6 +26,7 @@ from memlane.cli.app import (
     app,
     err,
     fail,
+    one_line,
     out,
     print_error,
     print_json,
@@ -47,6 +49,8 @@ from memlane.cli.render import (
 from memlane.engine import MemoryInput
 from memlane.errors import InvalidMemory, MemlaneError
 from memlane.types import Decision, MemoryType
+
+log = logging.getLogger("memlane.cli")
 
 TYPE_NAMES = ", ".join(t.value for t in MemoryType)
 DECISION_NAMES = ", ".join(d.value for d in Decision)
@@ -175,7 +179,9 @@ def import_(
     Valid lines are written in chunks of 256, one transaction each.
 
     Exit code: 0 when every line was imported, 1 when any line was bad (the good ones are
-    imported all the same).
+    imported all the same). An error of the store (disk full, busy, read-only) stops the import
+    with the code of its class (docs/errors.md); the chunks committed before it stay, and
+    importing the file again adds only what is missing. With -v each committed chunk is logged.
 
     Example:  memlane import examples/memories.jsonl --owner alice --json
     """
@@ -204,9 +210,11 @@ def import_(
                 progress.stop()
                 first, last = chunk[0][0], chunk[-1][0]
                 raise fail(
-                    f"import stopped at lines {first}-{last}: {exc} "
-                    f"({imported} memories from earlier lines were imported)"
+                    f"import stopped at lines {first}-{last}: {one_line(str(exc))} "
+                    f"({imported} memories from earlier lines were imported)",
+                    exc.exit_code,
                 ) from None
+            log.info("committed lines %d-%d (%d memories)", chunk[0][0], chunk[-1][0], len(results))
             imported += len(results)
             decisions.update(r.decision.value for r in results)
             progress.advance(task, len(chunk))

@@ -138,3 +138,8 @@ def _translate_os(exc: OSError, operation: str, where: Path) -> StoreError:
         operation=operation,
         path=where,
     )
+
+
+def is_busy(exc: sqlite3.Error) -> bool:
+    """``exc`` is SQLite's "database is locked" (another connection holds the lock)."""
+    return _primary_code(exc) in _BUSY

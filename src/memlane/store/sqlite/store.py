@@ -12,7 +12,9 @@ them.
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
+import inspect
 import json
 import os
 import sqlite3
@@ -22,13 +24,14 @@ from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
 import numpy as np
 
 from memlane._ids import from_iso, new_id, to_iso, utcnow
 from memlane.errors import EmbeddingMismatch, NotFound, StoreError
 from memlane.store.base import NewDedupLog, NewMemory, ScoredId, Vector, iter_chunks
+from memlane.store.sqlite.errors import is_busy, translate
 from memlane.store.sqlite.migrations import MIGRATIONS
 from memlane.store.text_index import TOKENS_VERSION, TextIndex, tokens
 from memlane.store.vector_index import OwnerIndex
@@ -47,6 +50,9 @@ from memlane.types import (
     SessionState,
     Status,
 )
+
+_S = TypeVar("_S")
+_R = TypeVar("_R")
 
 _MEMORY_COLUMNS = (
     "num, id, owner, agent, session, source, type, content, content_hash, importance, status, "
@@ -85,6 +91,33 @@ def merge_metadata(existing: Mapping[str, Any], offered: Mapping[str, Any]) -> d
     return out
 
 
+def _translating(cls: type[_S]) -> type[_S]:
+    """Class decorator: every public method of ``cls`` raises memlane errors, never the
+    driver's (:func:`memlane.store.sqlite.errors.translate`; the operation is the method's name).
+    ``open`` and ``transaction`` translate their own (they also close or roll back)."""
+    for name, attr in list(vars(cls).items()):
+        if name.startswith("_") or name in {"open", "transaction"} or not inspect.isfunction(attr):
+            continue
+        setattr(cls, name, _translated(attr))
+    return cls
+
+
+def _translated(method: Callable[..., _R]) -> Callable[..., _R]:
+    operation = method.__name__
+
+    @functools.wraps(method)
+    def wrapper(self: SQLiteStore, *args: Any, **kwargs: Any) -> _R:
+        started = time.monotonic()
+        try:
+            return method(self, *args, **kwargs)
+        except sqlite3.Error as exc:
+            waited = time.monotonic() - started
+            raise translate(exc, operation, self.path, waited_s=waited) from exc
+
+    return wrapper
+
+
+@_translating
 class SQLiteStore:
     """The embedded store. Use :meth:`open`; thread-safe (one connection behind a lock)."""
 
@@ -140,24 +173,33 @@ class SQLiteStore:
                 check_same_thread=False,
                 timeout=busy_timeout_ms / 1000,
             )
+        except (OSError, sqlite3.Error) as exc:
+            raise translate(exc, "open", p) from exc
+        try:
             conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
-            mode = _enable_wal(conn, busy_timeout_ms)
+            mode = _enable_wal(conn, p, busy_timeout_ms)
             if mode != "wal":
-                raise StoreError(f"{p}: could not switch to WAL mode (got {mode})")
+                raise StoreError(
+                    f"{p}: could not switch to WAL mode (got {mode})", operation="open", path=p
+                )
             conn.execute("PRAGMA synchronous = NORMAL")
             conn.execute("PRAGMA foreign_keys = ON")
-        except sqlite3.DatabaseError as exc:
-            raise StoreError(f"cannot open {p} as a memlane store: {exc}") from exc
-        store = cls(conn, p, model, dimension, busy_timeout_ms)
-        try:
+            store = cls(conn, p, model, dimension, busy_timeout_ms)
             store._migrate()
             store._check_model()
+        except sqlite3.Error as exc:
+            conn.close()
+            raise translate(exc, "open", p) from exc
         except BaseException:
             conn.close()
             raise
         return store
 
     def _migrate(self) -> None:
+        # Read first: an up-to-date store (every open but the first) needs no write lock, so a
+        # reader opens it while another process holds that lock.
+        if not self._pending_migrations():
+            return
         with self.transaction():
             self._conn.execute(
                 "CREATE TABLE IF NOT EXISTS migrations (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)"
@@ -173,19 +215,28 @@ class SQLiteStore:
                     (name, to_iso(utcnow())),
                 )
 
+    def _pending_migrations(self) -> list[str]:
+        known = self._conn.execute(
+            "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'migrations'"
+        ).fetchone()[0]
+        done = {r[0] for r in self._conn.execute("SELECT name FROM migrations")} if known else set()
+        return [name for name, _ in MIGRATIONS if name not in done]
+
     def _check_model(self) -> None:
-        with self.transaction():
-            meta = dict(self._conn.execute("SELECT key, value FROM meta").fetchall())
-            if "embedding.model" not in meta:
-                self._conn.executemany(
-                    "INSERT INTO meta (key, value) VALUES (?, ?)",
-                    [
-                        ("embedding.model", self.model),
-                        ("embedding.dimension", str(self.dimension)),
-                        ("store.uuid", new_id()),
-                    ],
-                )
+        meta = dict(self._conn.execute("SELECT key, value FROM meta").fetchall())
+        if "embedding.model" not in meta:  # a new store: record its model (read again, locked)
+            with self.transaction():
                 meta = dict(self._conn.execute("SELECT key, value FROM meta").fetchall())
+                if "embedding.model" not in meta:
+                    self._conn.executemany(
+                        "INSERT INTO meta (key, value) VALUES (?, ?)",
+                        [
+                            ("embedding.model", self.model),
+                            ("embedding.dimension", str(self.dimension)),
+                            ("store.uuid", new_id()),
+                        ],
+                    )
+                    meta = dict(self._conn.execute("SELECT key, value FROM meta").fetchall())
         if (
             meta["embedding.model"] != self.model
             or int(meta["embedding.dimension"]) != self.dimension
@@ -226,32 +277,61 @@ class SQLiteStore:
                 return
             self._begin_immediate()
             self._depth = 1
+            step = "write"
             try:
                 yield
+                step = "commit"
                 self._flush_access(force=True)
                 self._conn.execute("COMMIT")
+            except sqlite3.Error as exc:  # from the store's own statements (public ones translate)
+                self._rollback()
+                raise translate(exc, step, self.path) from exc
             except BaseException:
-                self._conn.execute("ROLLBACK")
+                self._rollback()
                 raise
             finally:
                 self._depth = 0
                 self._tx_base_seq = None
                 self._pending.clear()
 
+    def _rollback(self) -> None:
+        """Roll back the open transaction unless SQLite already did (it does by itself on a full
+        disk or an I/O error: a second ROLLBACK would fail with "no transaction is active"). A
+        failing rollback never hides the error that caused it."""
+        if self._conn.in_transaction:
+            with contextlib.suppress(sqlite3.Error):
+                self._conn.execute("ROLLBACK")
+
     def _begin_immediate(self) -> None:
-        # busy_timeout already makes SQLite wait; the loop covers the rare SQLITE_BUSY that
-        # SQLite returns without calling the handler (e.g. while a WAL checkpoint restarts).
+        """Take the write lock, waiting at most ``busy_timeout_ms`` in all (one deadline).
+
+        SQLite's busy handler does the waiting; the loop covers the rare SQLITE_BUSY returned
+        without calling it (e.g. while a WAL checkpoint restarts), each attempt allowed only the
+        time left. Raises :class:`StoreBusy` at the deadline.
+        """
+        started = time.monotonic()
+        deadline = started + self._busy_ms / 1000
         delay = 0.01
-        for _ in range(200):
-            try:
-                self._conn.execute("BEGIN IMMEDIATE")
-                return
-            except sqlite3.OperationalError as exc:
-                if "locked" not in str(exc) and "busy" not in str(exc):
-                    raise StoreError(str(exc)) from exc
-                time.sleep(delay)
-                delay = min(delay * 2, 0.25)
-        raise StoreError(f"{self.path}: another process holds the write lock; try again")
+        shortened = False
+        try:
+            while True:
+                try:
+                    self._conn.execute("BEGIN IMMEDIATE")
+                    return
+                except sqlite3.Error as exc:
+                    now = time.monotonic()
+                    if not is_busy(exc) or now + 0.001 >= deadline:
+                        raise translate(
+                            exc, "begin a write", self.path, waited_s=now - started
+                        ) from exc
+                    time.sleep(min(delay, deadline - now))
+                    delay = min(delay * 2, 0.25)
+                    left_ms = max(1, int((deadline - time.monotonic()) * 1000))
+                    self._conn.execute(f"PRAGMA busy_timeout = {left_ms}")
+                    shortened = True
+        finally:
+            if shortened:
+                self._conn.execute(f"PRAGMA busy_timeout = {self._busy_ms}")
 
     def _require_tx(self) -> None:
         if not self._depth:
@@ -883,22 +963,26 @@ class SQLiteStore:
             self._conn.executemany(sql, rows)
         else:
             # Opportunistic: never make a search wait for another process's write lock (but a
-            # forced flush, on close, waits like any writer: "database is locked" never escapes).
-            self._conn.execute(f"PRAGMA busy_timeout = {self._busy_ms if force else 20}")
+            # forced flush, on close, waits like any writer, within busy_timeout_ms).
             try:
-                self._conn.execute("BEGIN IMMEDIATE")
+                if force:
+                    self._begin_immediate()
+                else:
+                    self._conn.execute("PRAGMA busy_timeout = 20")
+                    try:
+                        self._conn.execute("BEGIN IMMEDIATE")
+                    finally:
+                        self._conn.execute(f"PRAGMA busy_timeout = {self._busy_ms}")
                 try:
                     self._conn.executemany(sql, rows)
                     self._conn.execute("COMMIT")
                 except BaseException:
-                    self._conn.execute("ROLLBACK")
+                    self._rollback()
                     raise
-            except sqlite3.OperationalError:
+            except sqlite3.Error:
                 if not force:
-                    return  # busy: keep the buffer for the next flush
+                    return  # busy, or read-only: keep the buffer for the next flush
                 raise
-            finally:
-                self._conn.execute(f"PRAGMA busy_timeout = {self._busy_ms}")
         self._access.clear()
         self._access_since = time.monotonic()
 
@@ -1060,20 +1144,28 @@ class _ClosedConnection:
         raise StoreError(f"the store {self._path} is closed (open the engine again)")
 
 
-def _enable_wal(conn: sqlite3.Connection, busy_timeout_ms: int) -> str:
+def _enable_wal(conn: sqlite3.Connection, path: Path, busy_timeout_ms: int) -> str:
     """Switch to WAL mode. Two processes creating a new file at once can get "database is
     locked" here without SQLite's busy handler being called (the switch needs an exclusive lock),
-    so retry until the busy timeout; the mode is persistent, so the second one finds it set."""
-    deadline = time.monotonic() + busy_timeout_ms / 1000
+    so retry until the busy timeout, one deadline for all attempts; the mode is persistent, so
+    the second one finds it set. Raises :class:`StoreBusy` at the deadline."""
+    started = time.monotonic()
+    deadline = started + busy_timeout_ms / 1000
     delay = 0.005
-    while True:
-        try:
-            return str(conn.execute("PRAGMA journal_mode = WAL").fetchone()[0])
-        except sqlite3.OperationalError as exc:
-            if "locked" not in str(exc) or time.monotonic() >= deadline:
-                raise
-            time.sleep(delay)
-            delay = min(delay * 2, 0.2)
+    try:
+        while True:
+            try:
+                return str(conn.execute("PRAGMA journal_mode = WAL").fetchone()[0])
+            except sqlite3.Error as exc:
+                now = time.monotonic()
+                if not is_busy(exc) or now + 0.001 >= deadline:
+                    raise translate(exc, "open", path, waited_s=now - started) from exc
+                time.sleep(min(delay, deadline - now))
+                delay = min(delay * 2, 0.2)
+                left_ms = max(1, int((deadline - time.monotonic()) * 1000))
+                conn.execute(f"PRAGMA busy_timeout = {left_ms}")
+    finally:
+        conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
 
 
 def _write_atomic(file: Path, write: Callable[[Path], object]) -> bool:
