@@ -11,8 +11,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from conftest import Backend
 from memlane import MemoryEngine
 
@@ -210,77 +208,3 @@ def test_two_processes_injecting_into_one_session_never_repeat(store_backend: Ba
             assert mid not in seen or turn - seen[mid] >= depth, (mid, seen.get(mid), turn)
             seen[mid] = turn
     assert seen  # something was injected
-
-
-ADD_AND_SEARCH = textwrap.dedent(
-    """
-    import json, random, sys, time
-    from pathlib import Path
-    from memlane import MemoryEngine, MemlaneError
-
-    name, n, go = sys.argv[1], int(sys.argv[2]), Path(sys.argv[3])
-    words = "apple river stone cloud violin harbor maple copper lantern meadow orbit pepper quartz " \\
-        "saddle tunnel velvet walnut yacht zephyr anchor basil candle dune ember falcon glacier " \\
-        "hazel iris jasmine kettle lemon mango nectar olive pebble quill raven sage tulip".split()
-    shared = random.Random("shared")  # every process offers the same shared texts, in its order
-    common = [f"shared note {i}: " + " ".join(shared.sample(words, 6)) for i in range(n)]
-    rng = random.Random(name)
-    own = [f"{name} note {i}: " + " ".join(rng.sample(words, 6)) for i in range(n)]
-    texts = own + common
-    rng.shuffle(texts)
-    (go.parent / f"ready-{name}").touch()
-    while not go.exists():
-        time.sleep(0.005)
-    errors, decisions, latencies = [], [], []
-    started = time.time()
-    with MemoryEngine.open() as engine:
-        for text in texts:
-            t0 = time.perf_counter()
-            try:
-                decisions.append(engine.add(text).decision.value)
-                engine.search(text, limit=3)
-            except MemlaneError as exc:
-                errors.append(f"{type(exc).__name__}: {exc}")
-            latencies.append(time.perf_counter() - t0)
-    print(json.dumps({"decisions": decisions, "errors": errors, "started": started,
-                      "ended": time.time(), "latencies": latencies}))
-    """
-)
-
-
-@pytest.mark.parametrize("processes", [2, 4])
-def test_processes_adding_and_searching_at_once_lose_and_repeat_nothing(
-    store_backend: Backend, processes: int
-) -> None:
-    """Two and four processes add (their own texts and the same shared ones, so dedup races) and
-    search one store at once: no lock error reaches a caller within busy_timeout, nothing is lost,
-    nothing is stored twice, and every memory is then found by vector search of its own text."""
-    store_backend.engine().close()
-    n = 60
-    names = tuple(f"p{i}" for i in range(processes))
-    reports = run_together(
-        store_backend, ADD_AND_SEARCH, {name: [str(n)] for name in names}, store_backend.home / "go"
-    )
-    assert all(r["errors"] == [] for r in reports), [r["errors"][:2] for r in reports]
-    first_end = min(r["ended"] for r in reports)
-    assert all(r["started"] < first_end for r in reports)  # they really overlapped
-    engine = store_backend.engine()
-    stored = engine.list(limit=10_000)
-    contents = [m.content for m in stored]
-    assert (
-        len(contents) == len(set(contents)) == processes * n + n
-    )  # own texts + one of each shared
-    shared = [c for c in contents if c.startswith("shared note ")]
-    assert len(shared) == n
-    for name in names:
-        assert sum(c.startswith(f"{name} note ") for c in contents) == n
-    hashes = [m.content_hash for m in stored]
-    assert len(hashes) == len(set(hashes))
-    for memory in stored:
-        (hit,) = engine.search(memory.content, mode="vector", limit=1)
-        assert hit.memory.id == memory.id, memory.content
-    latencies = sorted(x for r in reports for x in r["latencies"])
-    print(
-        f"{processes} processes: {len(latencies)} add+search calls, "
-        f"p50 {latencies[len(latencies) // 2] * 1000:.1f} ms, max {latencies[-1] * 1000:.1f} ms"
-    )
