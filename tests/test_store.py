@@ -204,7 +204,7 @@ def test_fts_index_follows_content_updates(store_backend: Backend) -> None:
             "The cat sleeps in the garden",
             content_hash("x"),
             vec("garden"),
-            "update",
+            ChangeReason.UPDATE,
         )
     assert store.fts_search("default", None, "sofa", 10) == []
     assert [h.id for h in store.fts_search("default", None, "garden", 10)] == [mid]
