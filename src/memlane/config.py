@@ -154,8 +154,18 @@ class AgentSettings(_Section):
 
 
 class ServerSettings(_Section):
+    """``[server]``: ``memlane serve`` (see docs/server.md)."""
+
     host: str = "127.0.0.1"
     port: int = Field(default=8765, ge=1, le=65535)
+    #: Bearer token every route but ``/health`` requires when set ("" = none; loopback only).
+    token: str = ""
+    #: Tokens bound to one owner: ``{owner = "token"}``; such a token sees only that owner.
+    owner_tokens: dict[str, str] = Field(default_factory=dict)
+    #: Largest request body accepted, in bytes.
+    max_body_bytes: int = Field(default=1_000_000, ge=1024)
+    #: Origins allowed by CORS (none by default: CORS off).
+    cors_origins: tuple[str, ...] = ()
 
 
 class _TomlSource(PydanticBaseSettingsSource):
@@ -215,12 +225,20 @@ class Settings(BaseSettings):
         """
         home_path = resolve_home(home)
         path = home_path / CONFIG_FILENAME
-        data: dict[str, Any] = {}
-        if path.is_file():
-            try:
-                data = tomllib.loads(path.read_text(encoding="utf-8"))
-            except tomllib.TOMLDecodeError as exc:
-                raise ConfigError(str(path), "<file>", f"not valid TOML ({exc})") from exc
+        text = path.read_text(encoding="utf-8") if path.is_file() else ""
+        return cls.from_text(home_path, text, source=str(path), **overrides)
+
+    @classmethod
+    def from_text(
+        cls, home: str | os.PathLike[str], text: str, *, source: str = "<text>", **overrides: Any
+    ) -> Settings:
+        """:meth:`load` with ``text`` as the content of ``memlane.toml`` (the server checks a
+        file it is about to write with it). Raises :class:`ConfigError`."""
+        home_path = Path(home)
+        try:
+            data = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(source, "<file>", f"not valid TOML ({exc})") from exc
         token = _TOML_DATA.set(data)  # read by the TOML source, in this thread only
         try:
             settings = cls(home=str(home_path), **overrides)

@@ -59,16 +59,30 @@ class MemoryEngine:
         embedder: Embedder,
         llm: LLM | None = None,
     ) -> None:
-        self.settings = settings
         self.store = store
         self.embedder = embedder
         self.llm = llm
         emb = settings.embedding
         self.embeddings = Embeddings(embedder, batch_size=emb.batch_size, cache_size=emb.cache_size)
-        self.writer = WritePath(store, self.embeddings, settings.dedup, llm)
-        self.retriever = Retriever(store, self.embeddings, settings.retrieval)
-        self.injector = Injector(store, self.retriever, settings.injection_for)
-        self.sessions = Sessions(store, settings.injection_for)
+        self._build(settings)
+
+    def _build(self, settings: Settings) -> None:
+        self.writer = WritePath(self.store, self.embeddings, settings.dedup, self.llm)
+        self.retriever = Retriever(self.store, self.embeddings, settings.retrieval)
+        self.injector = Injector(self.store, self.retriever, settings.injection_for)
+        self.sessions = Sessions(self.store, settings.injection_for)
+        self.settings = settings
+
+    def reload_settings(self, settings: Settings) -> Settings:
+        """Use ``settings`` from the next call on (the server's hot reload): the write path, the
+        retriever, the injector and the sessions are rebuilt with their new slices. The store
+        and the embedding model stay open, so ``[store]`` and ``[embedding]`` keep their
+        current values (changing them needs a restart). Returns the settings now in use."""
+        kept = settings.model_copy(
+            update={"store": self.settings.store, "embedding": self.settings.embedding}
+        )
+        self._build(kept)
+        return kept
 
     @classmethod
     def open(

@@ -212,6 +212,11 @@ class MemoryStore(Protocol):
         no row is returned)."""
         ...
 
+    def counts(self, owner: str | None = None) -> list[tuple[str, str, str, int]]:
+        """``(owner, type, status, n)`` per group of memories, every status (of ``owner`` when
+        given; a statistic, no row is returned)."""
+        ...
+
     # --- retrieval ------------------------------------------------------------------------
     def vector_search(
         self,

@@ -125,6 +125,16 @@ class ReadsMixin:
                 )
             return int(row.fetchone()[0])
 
+    def counts(self, owner: str | None = None) -> list[tuple[str, str, str, int]]:
+        """``(owner, type, status, n)`` for every group of memories (of ``owner`` when given)."""
+        sql = "SELECT owner, type, status, count(*) FROM memories"
+        args: tuple[str, ...] = ()
+        if owner is not None:
+            sql, args = sql + " WHERE owner = ?", (owner,)
+        with self._lock:
+            rows = self._conn.execute(sql + " GROUP BY owner, type, status", args).fetchall()
+        return [(str(o), str(t), str(s), int(n)) for o, t, s, n in rows]
+
     def embeddings(self, owner: str, ids: Sequence[str]) -> dict[str, Vector]:
         # Straight from the rows: current (another process may have re-embedded one), inactive
         # ones and this transaction's included, and faster than the ANN index's copies.

@@ -1,0 +1,93 @@
+"""``memlane serve``: the HTTP API and the web pages (see docs/server.md).
+
+FastAPI and uvicorn are imported inside the command: ``import memlane.cli`` stays light.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+import sys
+from typing import Annotated
+
+import typer
+
+from memlane.cli.app import HomeOption, app, err, fail
+from memlane.errors import ConfigError
+
+
+def is_loopback(host: str) -> bool:
+    """True for ``localhost`` and loopback addresses (127.0.0.0/8, ::1)."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+@app.command()
+def serve(
+    home: HomeOption = None,
+    host: Annotated[
+        str | None,
+        typer.Option("--host", help="Address to bind (default [server] host, 127.0.0.1)."),
+    ] = None,
+    port: Annotated[
+        int | None, typer.Option("--port", help="Port (default [server] port, 8765).")
+    ] = None,
+) -> None:
+    """Serve the HTTP API (/v1, OpenAPI at /docs) and the web pages until SIGTERM or ^C.
+
+    Loopback by default; another address needs a token ([server] token or
+    MEMLANE_SERVER__TOKEN)."""
+    from memlane.config import Settings
+    from memlane.engine import MemoryEngine
+
+    settings = Settings.load(home)
+    bind = host or settings.server.host
+    bind_port = port if port is not None else settings.server.port
+    server_cfg = settings.server
+    if not is_loopback(bind) and not (server_cfg.token or server_cfg.owner_tokens):
+        raise ConfigError(
+            "server.token",
+            "",
+            f"binding to {bind} (not loopback) needs a token: set [server] token or "
+            "MEMLANE_SERVER__TOKEN, or bind to 127.0.0.1",
+        )
+    try:
+        import uvicorn
+
+        from memlane.server.app import create_app
+        from memlane.server.state import ServerState
+    except ImportError as exc:
+        raise fail(
+            f"memlane serve needs the server extra: pip install 'memlane[server]' ({exc})"
+        ) from None
+
+    logging.getLogger("memlane").setLevel(logging.INFO)
+    if not logging.getLogger("memlane").handlers:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+        logging.getLogger("memlane").addHandler(handler)
+
+    engine = MemoryEngine.open(home, settings)
+    try:
+        err.print(f"loading the embedding model ({engine.embedder.name}) ...")
+        engine.embed(["warm up"])  # ready only once the model answers
+        state = ServerState(engine)
+        state.start_watching()
+        try:
+            config = uvicorn.Config(
+                create_app(state),
+                host=bind,
+                port=bind_port,
+                log_level="info",
+                timeout_graceful_shutdown=30,
+            )
+            uvicorn.Server(config).run()  # SIGTERM / SIGINT: finish in-flight requests, return
+        finally:
+            state.stop_watching()
+    finally:
+        engine.close()
+    err.print("memlane serve: stopped, store closed")

@@ -1,0 +1,66 @@
+"""Who is calling: bearer tokens (constant-time comparison) and owner-bound tokens.
+
+Without any token configured every caller may name any owner (the server listens on loopback
+only then). A token bound to one owner sees only that owner: naming another is a 404, exactly
+as a memory that does not exist.
+"""
+
+from __future__ import annotations
+
+import hmac
+
+from fastapi import Request
+
+from memlane.errors import NotFound
+from memlane.server.state import Principal, ServerState
+
+#: Cookie the web pages send the token in (set by the login page).
+COOKIE = "memlane_token"
+
+
+class AuthError(Exception):
+    """No or a wrong bearer token (401)."""
+
+
+def principal_of(state: ServerState, request: Request) -> Principal:
+    """The caller of ``request``. Raises :class:`AuthError`."""
+    server = state.settings.server
+    if not server.token and not server.owner_tokens:
+        return Principal()
+    header = request.headers.get("authorization", "")
+    given = header[7:].strip() if header.lower().startswith("bearer ") else ""
+    given = given or request.cookies.get(COOKIE, "")
+    if not given:
+        raise AuthError("this server needs Authorization: Bearer <token>")
+    secret = given.encode()
+    found: Principal | None = None
+    if server.token and hmac.compare_digest(secret, server.token.encode()):
+        found = Principal()
+    for owner, token in sorted(server.owner_tokens.items()):  # every one compared
+        if hmac.compare_digest(secret, token.encode()) and found is None:
+            found = Principal(owner)
+    if found is None:
+        raise AuthError("the bearer token is not valid for this server")
+    return found
+
+
+def caller(request: Request) -> Principal:
+    """FastAPI dependency: the caller of this request."""
+    state: ServerState = request.app.state.memlane
+    return principal_of(state, request)
+
+
+def scope(principal: Principal, owner: str | None) -> str:
+    """The owner a call acts for: ``owner`` (default ``"default"``), or the token's owner.
+    Raises :class:`NotFound` when an owner-bound token names another owner."""
+    if principal.owner is None:
+        return owner if owner is not None else "default"
+    if owner is not None and owner != principal.owner:
+        raise NotFound(f"no owner {owner!r} for this token")
+    return principal.owner
+
+
+def require_admin(principal: Principal) -> None:
+    """Settings are the server's, not an owner's: an owner-bound token does not see them."""
+    if principal.owner is not None:
+        raise NotFound("no settings for this token (they need the server's token)")

@@ -1,0 +1,209 @@
+"""``/v1`` routes over the engine: memories, search, inject, sessions, dedup log, stats.
+
+Plain ``def`` routes: FastAPI runs each in its thread pool (the engine is synchronous).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Query
+
+from memlane.engine import MemoryInput
+from memlane.errors import InvalidArgument
+from memlane.server.auth import caller, scope
+from memlane.server.models import (
+    AddRequest,
+    AddResponse,
+    AssociationOut,
+    DedupLogOut,
+    DedupLogPage,
+    HitOut,
+    InjectRequest,
+    InjectResponse,
+    MemoryOut,
+    MemoryPage,
+    PatchRequest,
+    ResetRequest,
+    SearchRequest,
+    SearchResponse,
+    SessionOut,
+    StatsOut,
+    VersionOut,
+    WriteOut,
+)
+from memlane.server.state import Principal, ServerState
+
+Caller = Annotated[Principal, Depends(caller)]
+Owner = Annotated[str | None, Query(description="Owner scope (default: default).")]
+Agent = Annotated[str | None, Query(description="Agent scope (omit for all of the owner).")]
+Limit = Annotated[int, Query(ge=1, le=1000)]
+Cursor = Annotated[str | None, Query(description="next_cursor of the previous page.")]
+
+
+def _offset(cursor: str | None) -> int:
+    if cursor is None:
+        return 0
+    if not cursor.isdigit() or len(cursor) > 9:
+        raise InvalidArgument(f"cursor {cursor!r} is not one this server gave")
+    return int(cursor)
+
+
+def router(state: ServerState) -> APIRouter:
+    api = APIRouter()
+
+    @api.post("/memories", response_model=AddResponse, tags=["memories"])
+    def add(body: AddRequest, who: Caller) -> AddResponse:
+        """Offer one memory (``memory``) or a batch (``memories``) to the write path; each
+        result says its decision, the similarity and the memory it matched."""
+        owner = scope(who, body.owner)
+        offered = ([body.memory] if body.memory else []) + (body.memories or [])
+        if not offered or (body.memory and body.memories):
+            raise InvalidArgument("give either memory (one) or memories (a batch)")
+        items = [
+            MemoryInput(
+                m.content, m.type, owner, m.agent, m.session, m.importance, m.source, m.metadata
+            )
+            for m in offered
+        ]
+        results = state.engine.add_many(items)
+        return AddResponse(results=[WriteOut.of(r) for r in results])
+
+    @api.get("/memories", response_model=MemoryPage, tags=["memories"])
+    def list_memories(
+        who: Caller,
+        owner: Owner = None,
+        agent: Agent = None,
+        type: str | None = None,
+        status: Annotated[str, Query(pattern="^active$")] = "active",
+        limit: Limit = 50,
+        cursor: Cursor = None,
+    ) -> MemoryPage:
+        """Active memories of the scope, newest first, a page at a time."""
+        start = _offset(cursor)
+        rows = state.engine.list(
+            owner=scope(who, owner), agent=agent, type=type, limit=start + limit + 1
+        )
+        page = rows[start : start + limit]
+        more = len(rows) > start + limit
+        return MemoryPage(
+            items=[MemoryOut.of(m) for m in page], next_cursor=str(start + limit) if more else None
+        )
+
+    @api.get("/memories/{memory_id}", response_model=MemoryOut, tags=["memories"])
+    def get(memory_id: str, who: Caller, owner: Owner = None, agent: Agent = None) -> MemoryOut:
+        return MemoryOut.of(state.engine.get(memory_id, owner=scope(who, owner), agent=agent))
+
+    @api.patch("/memories/{memory_id}", response_model=MemoryOut, tags=["memories"])
+    def patch(
+        memory_id: str, body: PatchRequest, who: Caller, owner: Owner = None, agent: Agent = None
+    ) -> MemoryOut:
+        """New text for a memory (the old text is kept in its history)."""
+        memory = state.engine.update(memory_id, body.content, owner=scope(who, owner), agent=agent)
+        return MemoryOut.of(memory)
+
+    @api.delete("/memories/{memory_id}", response_model=MemoryOut, tags=["memories"])
+    def forget(memory_id: str, who: Caller, owner: Owner = None, agent: Agent = None) -> MemoryOut:
+        """Forget a memory (kept on disk with its history; never searched or injected)."""
+        return MemoryOut.of(state.engine.forget(memory_id, owner=scope(who, owner), agent=agent))
+
+    @api.get("/memories/{memory_id}/history", response_model=list[VersionOut], tags=["memories"])
+    def history(
+        memory_id: str, who: Caller, owner: Owner = None, agent: Agent = None
+    ) -> list[VersionOut]:
+        rows = state.engine.history(memory_id, owner=scope(who, owner), agent=agent)
+        return [VersionOut.of(v) for v in rows]
+
+    @api.get(
+        "/memories/{memory_id}/associations",
+        response_model=list[AssociationOut],
+        tags=["memories"],
+    )
+    def associations(
+        memory_id: str, who: Caller, owner: Owner = None, agent: Agent = None
+    ) -> list[AssociationOut]:
+        rows = state.engine.associations(memory_id, owner=scope(who, owner), agent=agent)
+        return [AssociationOut.of(a) for a in rows]
+
+    @api.post("/search", response_model=SearchResponse, tags=["read"])
+    def search(body: SearchRequest, who: Caller) -> SearchResponse:
+        """Hybrid search; each hit has its fused score and the rank in each leg that found it."""
+        hits = state.engine.search(
+            body.query,
+            owner=scope(who, body.owner),
+            agent=body.agent,
+            limit=body.limit,
+            types=body.types,
+            mode=body.mode,
+        )
+        return SearchResponse(hits=[HitOut.of(h) for h in hits])
+
+    @api.post("/inject", response_model=InjectResponse, tags=["read"])
+    def inject(body: InjectRequest, who: Caller) -> InjectResponse:
+        """The block to insert before this turn, its items with scores, and what was left out
+        (``skipped``, by reason)."""
+        result = state.engine.inject(
+            body.session,
+            body.text,
+            owner=scope(who, body.owner),
+            agent=body.agent,
+            recent=body.recent,
+        )
+        return InjectResponse.of(result)
+
+    @api.get("/sessions/{session_id}", response_model=SessionOut, tags=["sessions"])
+    def session(
+        session_id: str, who: Caller, owner: Owner = None, agent: Agent = None
+    ) -> SessionOut:
+        return SessionOut.of(state.engine.session(session_id, owner=scope(who, owner), agent=agent))
+
+    @api.post("/sessions/{session_id}/reset", response_model=SessionOut, tags=["sessions"])
+    def reset(session_id: str, body: ResetRequest, who: Caller) -> SessionOut:
+        """Forget what the session was shown (after compaction, /clear or a resume)."""
+        owner = scope(who, body.owner)
+        return SessionOut.of(state.engine.reset_session(session_id, body.reason, owner=owner))
+
+    @api.get("/dedup-log", response_model=DedupLogPage, tags=["read"])
+    def dedup_log(
+        who: Caller,
+        owner: Owner = None,
+        decision: str | None = None,
+        limit: Limit = 50,
+        cursor: Cursor = None,
+    ) -> DedupLogPage:
+        """The write path's decisions, newest first."""
+        start = _offset(cursor)
+        rows = state.engine.dedup_log(
+            owner=scope(who, owner), decision=decision, limit=start + limit + 1
+        )
+        more = len(rows) > start + limit
+        return DedupLogPage(
+            items=[DedupLogOut.of(e) for e in rows[start : start + limit]],
+            next_cursor=str(start + limit) if more else None,
+        )
+
+    @api.get("/stats", response_model=StatsOut, tags=["service"])
+    def stats(who: Caller) -> StatsOut:
+        """Memories by owner, type and status (of the token's owner when bound); store size."""
+        rows = state.engine.store.counts(who.owner)
+        by_owner: Counter[str] = Counter()
+        by_type: Counter[str] = Counter()
+        by_status: Counter[str] = Counter()
+        for owner, mtype, status, n in rows:
+            by_status[status] += n
+            if status == "active":
+                by_owner[owner] += n
+                by_type[mtype] += n
+        db = state.settings.db_path
+        size = sum(p.stat().st_size for p in (db, db.with_name(db.name + "-wal")) if p.exists())
+        return StatsOut(
+            memories_by_owner=dict(by_owner),
+            memories_by_type=dict(by_type),
+            memories_by_status=dict(by_status),
+            store_bytes=size if who.owner is None else 0,
+            model=state.engine.embedder.name,
+            uptime_s=round(state.uptime_s(), 3),
+        )
+
+    return api
