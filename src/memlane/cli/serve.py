@@ -7,13 +7,22 @@ from __future__ import annotations
 
 import ipaddress
 import logging
+import signal
 import sys
+from types import FrameType
 from typing import Annotated
 
 import typer
 
 from memlane.cli.app import HomeOption, app, err, fail
 from memlane.errors import ConfigError
+
+#: The signals that stop the server cleanly.
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+
+def _stopped(sig: int, frame: FrameType | None) -> None:
+    """Handler of :data:`STOP_SIGNALS` while uvicorn runs (it handles them first)."""
 
 
 def is_loopback(host: str) -> bool:
@@ -85,7 +94,14 @@ def serve(
                 log_level="info",
                 timeout_graceful_shutdown=30,
             )
-            uvicorn.Server(config).run()  # SIGTERM / SIGINT: finish in-flight requests, return
+            # uvicorn finishes the in-flight requests on SIGTERM / SIGINT, then raises the
+            # signal again under the handlers it found: these let the store close cleanly.
+            previous = {sig: signal.signal(sig, _stopped) for sig in STOP_SIGNALS}
+            try:
+                uvicorn.Server(config).run()
+            finally:
+                for sig, old in previous.items():
+                    signal.signal(sig, old)
         finally:
             state.stop_watching()
     finally:
