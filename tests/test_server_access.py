@@ -56,6 +56,7 @@ def test_routes_need_a_valid_token(client: TestClient, headers: dict[str, str]) 
         ("post", "/v1/search"),
         ("get", "/v1/stats"),
         ("get", "/v1/settings/injection"),
+        ("get", "/memories"),
     ]:
         resp = client.request(method, path, headers=headers, json={"query": "x"})
         assert resp.status_code == 401, path

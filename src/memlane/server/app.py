@@ -14,7 +14,8 @@ from typing import Any
 
 from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, RedirectResponse, Response
+from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -194,7 +195,11 @@ def create_app(state: ServerState) -> FastAPI:
         return problem(exc.status_code, str(exc.detail), headers=dict(exc.headers or {}))
 
     @app.exception_handler(AuthError)
-    async def _auth(request: Request, exc: AuthError) -> JSONResponse:
+    async def _auth(request: Request, exc: AuthError) -> Response:
+        if not request.url.path.startswith("/v1") and "text/html" in request.headers.get(
+            "accept", ""
+        ):
+            return RedirectResponse("/login", status_code=303)  # a page: sign in first
         return problem(401, str(exc), headers={"WWW-Authenticate": "Bearer"})
 
     @app.exception_handler(Exception)
@@ -216,4 +221,6 @@ def create_app(state: ServerState) -> FastAPI:
     app.include_router(routes.router(state), prefix="/v1", dependencies=guarded)
     app.include_router(settings_routes.router(state), prefix="/v1", dependencies=guarded)
     app.include_router(pages.router(state), dependencies=guarded)
+    app.include_router(pages.login_router())
+    app.mount("/static", StaticFiles(directory=str(pages.HERE / "static")), name="static")
     return app
