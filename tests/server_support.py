@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import socket
+import subprocess
+import sys
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
+import httpx
 from fastapi.testclient import TestClient
 
 from conftest import Backend
@@ -31,3 +37,44 @@ def token_settings() -> dict[str, Any]:
 
 def auth(token: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {token}"}
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@dataclass
+class Served:
+    proc: subprocess.Popen[str]
+    url: str
+
+
+@contextmanager
+def run_server(backend: Backend) -> Iterator[Served]:
+    """The real ``memlane serve`` (uvicorn) in a subprocess on a free loopback port, with the
+    hash embedder; yields once ``/health`` answers 200 (or the process ended)."""
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "memlane", "serve", "--port", str(port)],
+        env=backend.child_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60  # bounded wait for start-up
+    while time.monotonic() < deadline and proc.poll() is None:
+        try:
+            if httpx.get(f"{url}/health", timeout=2).status_code == 200:
+                break
+        except httpx.TransportError:
+            pass
+        time.sleep(0.1)
+    try:
+        yield Served(proc, url)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.communicate(timeout=30)

@@ -4,59 +4,22 @@ ready only once /health says so; SIGTERM stops it cleanly with the store closed.
 from __future__ import annotations
 
 import signal
-import socket
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 
 import httpx
 import pytest
 
 from conftest import Backend
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-@dataclass
-class Served:
-    proc: subprocess.Popen[str]
-    url: str
+from server_support import Served, run_server
 
 
 @pytest.fixture
 def served(store_backend: Backend) -> Iterator[Served]:
-    port = free_port()
     (store_backend.home / "memlane.toml").write_text(
         "# operator notes\n[injection]\nmax_total = 25\n"
     )
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "memlane", "serve", "--port", str(port)],
-        env=store_backend.child_env(),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60  # bounded wait for start-up
-    while time.monotonic() < deadline and proc.poll() is None:
-        try:
-            if httpx.get(f"{url}/health", timeout=2).status_code == 200:
-                break
-        except httpx.TransportError:
-            pass
-        time.sleep(0.1)
-    try:
-        yield Served(proc, url)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-        proc.communicate(timeout=30)
+    with run_server(store_backend) as served:
+        yield served
 
 
 def test_served_api_and_clean_sigterm(served: Served, store_backend: Backend) -> None:

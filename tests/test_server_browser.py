@@ -1,0 +1,128 @@
+"""The web pages in a real browser: the real `memlane serve` in a subprocess, driven by
+Playwright in headless Chromium (the Debian ``chromium`` package, through ``executable_path``:
+browser downloads are not reachable here; ``.ci/run`` installs it). Screenshots of each page go
+to docs/img/."""
+
+from __future__ import annotations
+
+import shutil
+import tomllib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from conftest import REPO, Backend
+from server_support import Served, run_server
+
+sync_api = pytest.importorskip("playwright.sync_api")
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+if not Path(CHROMIUM).exists():
+    pytest.skip(
+        "the Debian chromium package is not installed (.ci/run installs it)",
+        allow_module_level=True,
+    )
+
+IMG = REPO / "docs" / "img"
+COMMENTED = "# operator notes: keep me\n[injection]\n# how many hits\nsearch_limit = 20\n"
+
+
+@pytest.fixture
+def served(store_backend: Backend) -> Iterator[Served]:
+    (store_backend.home / "memlane.toml").write_text(COMMENTED)
+    with run_server(store_backend) as served:
+        assert served.proc.poll() is None, "memlane serve exited at start"
+        yield served
+
+
+@pytest.fixture
+def page(served: Served) -> Iterator[Any]:
+    with sync_api.sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=["--no-sandbox"])
+        try:
+            page = browser.new_page(viewport={"width": 1200, "height": 900})
+            page.set_default_timeout(15_000)
+            yield page
+        finally:
+            browser.close()
+
+
+def shot(page: Any, name: str) -> None:
+    IMG.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(IMG / name), full_page=True)
+
+
+def test_settings_flows(page: Any, served: Served, store_backend: Backend) -> None:
+    expect = sync_api.expect
+    toml = store_backend.home / "memlane.toml"
+    page.goto(served.url + "/")
+    shot(page, "settings.png")
+
+    # the global semantic threshold: the file changes, its comments survive, the server uses it
+    page.fill("#f-semantic_threshold", "0.9")
+    page.click("#save")
+    expect(page.locator("#status")).to_have_text("Saved.")
+    text = toml.read_text()
+    assert "# operator notes: keep me" in text and "# how many hits" in text
+    assert tomllib.loads(text)["injection"]["semantic_threshold"] == 0.9
+    current = httpx.get(served.url + "/v1/settings/injection").json()["settings"]
+    assert current["semantic_threshold"] == 0.9
+
+    # an invalid value: refused inline, nothing written
+    page.goto(served.url + "/")
+    before = toml.read_text()
+    page.fill("#f-search_limit", "0")
+    page.click("#save")
+    expect(page.locator("#err-search_limit")).not_to_be_empty()
+    expect(page.locator("#status")).to_contain_text("Not saved")
+    assert toml.read_text() == before
+
+    # an agent override: badge "Override", then revert: "Using default", section gone
+    page.goto(served.url + "/agents/coder")
+    expect(page.locator("#badge")).to_have_text("Using default")
+    page.fill("#f-max_total", "3")
+    page.click("#save")
+    expect(page.locator("#badge")).to_have_text("Override")
+    assert tomllib.loads(toml.read_text())["agents"]["coder"]["injection"] == {"max_total": 3}
+    shot(page, "agent-override.png")
+    page.click("#revert")
+    expect(page.locator("#badge")).to_have_text("Using default")
+    assert "agents" not in tomllib.loads(toml.read_text())
+    assert "# operator notes: keep me" in toml.read_text()
+
+
+def test_memory_flows(page: Any, served: Served) -> None:
+    expect = sync_api.expect
+    with httpx.Client(base_url=served.url) as http:
+        for content in ("The staging database is Postgres 16", "The office is in Lyon"):
+            http.post("/v1/memories", json={"memory": {"content": content}})
+        http.post("/v1/memories", json={"memory": {"content": "The office is in Lyon"}})
+        http.post("/v1/inject", json={"session": "chat-1", "text": "staging database Postgres?"})
+
+    page.goto(served.url + "/memories")
+    page.fill("#q", "staging Postgres")
+    page.click("#search-form button")
+    hit = page.locator("#results a", has_text="The staging database is Postgres 16")
+    expect(hit).to_be_visible()
+    shot(page, "memories.png")
+    hit.click()
+    expect(page.locator("#content")).to_have_text("The staging database is Postgres 16")
+    shot(page, "memory.png")
+
+    page.goto(served.url + "/sessions?id=chat-1")
+    expect(page.locator("#turn")).to_contain_text("Turn 1")
+    shot(page, "sessions.png")
+    page.goto(served.url + "/dedup-log")
+    expect(page.locator("#log")).to_contain_text("hash_exact")
+    shot(page, "dedup-log.png")
+
+    # forget from the page: gone from search
+    page.goto(served.url + "/memories?q=staging+Postgres")
+    page.locator("#results a", has_text="Postgres 16").click()
+    page.click("#forget")
+    page.wait_for_url("**/memories?owner=default")
+    page.goto(served.url + "/memories?q=staging+Postgres")
+    expect(page.locator("#results")).not_to_contain_text("Postgres 16")
+    expect(page.locator("#results")).to_contain_text("No memory found")
