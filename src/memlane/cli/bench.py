@@ -260,3 +260,76 @@ def inject_cmd(
         ],
         f"(warm-up of {warmup} turns, model and index load included, not timed)",
     )
+
+
+@bench_app.command("serve")
+def serve_cmd(
+    memories: MemoriesOption = 10_000,
+    calls: Annotated[
+        int, typer.Option("--calls", min=1, help="Calls per level (and in-process).")
+    ] = 400,
+    clients: Annotated[
+        str, typer.Option("--clients", help="Concurrent clients of each level, comma-separated.")
+    ] = "1,8,32",
+    warmup: WarmupOption = 20,
+    seed: SeedOption = 0,
+    batch: BatchOption = 256,
+    home: BenchHomeOption = None,
+    cache_dir: CacheOption = None,
+    rebuild: RebuildOption = False,
+    json_out: JsonOption = False,
+) -> None:
+    """Load the HTTP server: 1, 8 and 32 clients, 70% inject / 20% search / 10% add, against
+    the same calls in-process; then read every acknowledged write back.
+
+    Runs on a copy of the cached store of N memories (the cache is not changed). Example:
+    memlane bench serve --memories 10000 --json
+    """
+    from memlane.eval.bench.serve import run_serve
+
+    try:
+        levels = [int(c) for c in clients.split(",") if c.strip()]
+    except ValueError:
+        raise fail(f"--clients takes numbers separated by commas, got {clients!r}", 2) from None
+    if not levels or min(levels) < 1 or max(levels) > 256:
+        raise fail(f"--clients takes 1..256 clients per level, got {clients!r}", 2)
+    with handle_errors():
+        prepared = _prepare(memories, seed, home, cache_dir, rebuild, batch)
+        result = run_serve(prepared, seed=seed, calls=calls, clients=levels, warmup=warmup)
+    if json_out:
+        print_json(result)
+        return
+    table = Table(
+        title=f"bench serve: {result['memories']:,} memories ({result['embedder']}), "
+        f"{calls} calls per level, 70% inject / 20% search / 10% add",
+        title_justify="left",
+    )
+    for col in (
+        "where",
+        "clients",
+        "calls/s",
+        "errors",
+        "inject p50/p95/p99 ms",
+        "search p95 ms",
+        "add p95 ms",
+        "all p99 ms",
+    ):
+        table.add_column(col, justify="right")
+    rows = [("in-process", result["in_process"])] + [("HTTP", lv) for lv in result["levels"]]
+    for where, lv in rows:
+        inj = lv.get("inject", {})
+        table.add_row(
+            where,
+            str(lv["clients"]),
+            f"{lv['ops_per_s']:,.1f}",
+            str(lv["errors"]),
+            f"{inj.get('p50_ms', 0):.1f} / {inj.get('p95_ms', 0):.1f} / {inj.get('p99_ms', 0):.1f}",
+            f"{lv.get('search', {}).get('p95_ms', 0):.1f}",
+            f"{lv.get('add', {}).get('p95_ms', 0):.1f}",
+            f"{lv['all']['p99_ms']:.1f}",
+        )
+    out.print(table)
+    err.print(
+        f"inject p95, HTTP at 1 client minus in-process: {result['inject_p95_gap_ms_at_1_client']} ms; "
+        f"acknowledged writes {result['acknowledged_writes']}, lost {result['lost_writes']}"
+    )

@@ -1,0 +1,49 @@
+"""`memlane bench serve` on a small store: the real server under 1 and 4 clients, the same calls
+in-process, no error and no acknowledged write lost."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from memlane.cli import app
+
+
+def test_bench_serve_reports_levels_and_loses_no_write(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MEMLANE_EMBEDDING__PROVIDER", "hash")
+    result = CliRunner().invoke(
+        app,
+        [
+            "bench",
+            "serve",
+            "--memories",
+            "60",
+            "--calls",
+            "30",
+            "--clients",
+            "1,4",
+            "--warmup",
+            "4",
+            "--home",
+            str(tmp_path / "bench"),
+            "--json",
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert [lv["clients"] for lv in report["levels"]] == [1, 4]
+    assert all(lv["errors"] == 0 for lv in report["levels"])
+    assert all(lv["all"]["calls"] == 30 for lv in report["levels"])
+    assert report["in_process"]["all"]["calls"] == 30
+    assert report["acknowledged_writes"] > 0 and report["lost_writes"] == 0
+    assert report["inject_p95_gap_ms_at_1_client"] is not None
+
+
+def test_bench_serve_refuses_bad_clients() -> None:
+    result = CliRunner().invoke(app, ["bench", "serve", "--clients", "1,x"])
+    assert result.exit_code == 2 and "--clients" in result.output
