@@ -181,3 +181,14 @@ def test_serve_refuses_a_public_address_without_token(store_backend: Backend) ->
     )
     assert result.exit_code == 5
     assert "token" in result.output
+
+
+def test_a_reload_never_drops_the_token(store_backend: Backend) -> None:
+    (store_backend.home / "memlane.toml").write_text(f"[server]\ntoken = '{ADMIN}'\n")
+    with serve_app(store_backend) as (client, state):
+        assert client.get("/v1/stats").status_code == 401
+        state.path.write_text("[injection]\nmax_total = 7\n")  # the token removed by hand
+        assert state.check_file() is True
+        assert client.get("/v1/stats").status_code == 401
+        resp = client.get("/v1/settings/injection", headers=auth(ADMIN))
+        assert resp.json()["settings"]["max_total"] == 7

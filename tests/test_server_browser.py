@@ -5,7 +5,9 @@ to docs/img/."""
 
 from __future__ import annotations
 
+import os
 import shutil
+import tempfile
 import tomllib
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,6 +27,8 @@ if not Path(CHROMIUM).exists():
         allow_module_level=True,
     )
 
+#: Screenshots go to docs/img/ with UPDATE_SCREENSHOTS=1 (to refresh the docs), else to a
+#: temporary folder (the pages are still rendered and captured, the checkout stays clean).
 IMG = REPO / "docs" / "img"
 COMMENTED = "# operator notes: keep me\n[injection]\n# how many hits\nsearch_limit = 20\n"
 
@@ -50,8 +54,10 @@ def page(served: Served) -> Iterator[Any]:
 
 
 def shot(page: Any, name: str) -> None:
-    IMG.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(IMG / name), full_page=True)
+    folder = IMG if os.environ.get("UPDATE_SCREENSHOTS") == "1" else Path(tempfile.gettempdir())
+    folder.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(folder / name), full_page=True)
+    assert (folder / name).stat().st_size > 0
 
 
 def test_settings_flows(page: Any, served: Served, store_backend: Backend) -> None:

@@ -155,7 +155,7 @@ def create_app(state: ServerState) -> FastAPI:
         lifespan=lifespan,
     )
     app.state.memlane = state
-    server = state.settings.server
+    server = state.server
     if server.cors_origins:
         from fastapi.middleware.cors import CORSMiddleware
 

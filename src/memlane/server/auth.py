@@ -24,7 +24,7 @@ class AuthError(Exception):
 
 def principal_of(state: ServerState, request: Request) -> Principal:
     """The caller of ``request``. Raises :class:`AuthError`."""
-    server = state.settings.server
+    server = state.server
     if not server.token and not server.owner_tokens:
         return Principal()
     header = request.headers.get("authorization", "")

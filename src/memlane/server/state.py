@@ -39,6 +39,9 @@ class ServerState:
         self.path = self.home / CONFIG_FILENAME
         #: Values given on the command line / by a test (kept across reloads).
         self.overrides = dict(overrides or {})
+        #: ``[server]`` as read at start: a reload never changes who may call (a hand edit that
+        #: drops the token must not open a server bound to a public address).
+        self.server = engine.settings.server
         self.started = time.time()
         self.config_error: str | None = None
         self.ready = False
