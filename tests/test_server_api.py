@@ -173,7 +173,10 @@ def test_list_pages_with_a_cursor_and_filters(client: TestClient) -> None:
     assert client.get("/v1/memories", params={"type": "rumour"}).status_code == 422
     assert client.get("/v1/memories", params={"cursor": "abc"}).status_code == 422
     assert client.get("/v1/memories", params={"limit": 0}).status_code == 422
-    assert client.get("/v1/memories", params={"status": "forgotten"}).status_code == 422
+    assert client.get("/v1/memories", params={"status": "gone"}).status_code == 422
+    client.delete(f"/v1/memories/{todos[0]['id']}")
+    forgotten = client.get("/v1/memories", params={"status": "forgotten"}).json()["items"]
+    assert [m["content"] for m in forgotten] == ["ship the release on friday"]
 
 
 def test_search_finds_with_ranks(client: TestClient) -> None:

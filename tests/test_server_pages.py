@@ -66,6 +66,9 @@ def test_memories_page_lists_searches_and_shows_a_memory(
     page = client.get(f"/memories/{mid}").text
     assert "Postgres 17" in page and "Postgres 16" in page and "Forget" in page
     assert client.get("/memories/nope").status_code == 404
+    client.delete(f"/v1/memories/{mid}")
+    assert "Postgres 17" not in client.get("/memories").text
+    assert "Postgres 17" in client.get("/memories", params={"status": "forgotten"}).text
 
 
 def test_sessions_page_shows_turn_and_injected(api: tuple[TestClient, ServerState]) -> None:

@@ -211,13 +211,20 @@ class MemoryEngine:
         agent: str | None = None,
         type: MemoryType | str | None = None,
         limit: int = 100,
+        status: Status | str = Status.ACTIVE,
     ) -> builtins.list[Memory]:
-        """Active memories of the scope, newest first. Raises :class:`InvalidArgument`."""
+        """Memories of the scope with ``status`` (active by default), newest first. Raises
+        :class:`InvalidArgument`."""
         _check_owner(owner, agent)
         mtype = None if type is None else parse_type(type, InvalidArgument)
         if limit < 1:
             raise InvalidArgument(f"limit must be >= 1, got {limit}")
-        return self.store.list_memories(owner, agent=agent, type=mtype, limit=limit)
+        try:
+            wanted = Status(status)
+        except ValueError:
+            names = ", ".join(s.value for s in Status)
+            raise InvalidArgument(f"unknown status {status!r}; valid: {names}") from None
+        return self.store.list_memories(owner, agent=agent, type=mtype, limit=limit, status=wanted)
 
     def history(
         self, memory_id: str, *, owner: str = "default", agent: str | None = None

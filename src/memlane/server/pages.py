@@ -25,7 +25,7 @@ from memlane.errors import NotFound
 from memlane.server.auth import caller, require_admin, scope
 from memlane.server.settings_routes import AGENT_PATTERN
 from memlane.server.state import Principal, ServerState
-from memlane.types import Decision, MemoryType, SearchHit
+from memlane.types import Decision, MemoryType, SearchHit, Status
 
 HERE = Path(__file__).resolve().parent
 templates = Jinja2Templates(directory=str(HERE / "templates"))
@@ -121,6 +121,7 @@ def router(state: ServerState) -> APIRouter:
         owner: Text = None,
         agent: Text = None,
         type: Text = None,
+        status: Text = None,
     ) -> HTMLResponse:
         scope_owner = scope(who, owner or None)
         hits: list[SearchHit] = []
@@ -131,7 +132,11 @@ def router(state: ServerState) -> APIRouter:
             rows = [h.memory for h in hits]
         else:
             rows = state.engine.list(
-                owner=scope_owner, agent=agent or None, type=type or None, limit=200
+                owner=scope_owner,
+                agent=agent or None,
+                type=type or None,
+                limit=200,
+                status=status or "active",
             )
         return render(
             request,
@@ -141,6 +146,8 @@ def router(state: ServerState) -> APIRouter:
             agent=agent or "",
             type=type or "",
             types=[t.value for t in MemoryType],
+            status=status or "active",
+            statuses=[s.value for s in Status],
             hits=hits,
             rows=rows,
         )

@@ -76,14 +76,19 @@ def router(state: ServerState) -> APIRouter:
         owner: Owner = None,
         agent: Agent = None,
         type: str | None = None,
-        status: Annotated[str, Query(pattern="^active$")] = "active",
+        status: Annotated[str, Query(description="active, forgotten or superseded")] = "active",
         limit: Limit = 50,
         cursor: Cursor = None,
     ) -> MemoryPage:
-        """Active memories of the scope, newest first, a page at a time."""
+        """Memories of the scope (active unless ``status`` says), newest first, a page at a
+        time."""
         start = _offset(cursor)
         rows = state.engine.list(
-            owner=scope(who, owner), agent=agent, type=type, limit=start + limit + 1
+            owner=scope(who, owner),
+            agent=agent,
+            type=type,
+            limit=start + limit + 1,
+            status=status,
         )
         page = rows[start : start + limit]
         more = len(rows) > start + limit

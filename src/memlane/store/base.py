@@ -175,9 +175,10 @@ class MemoryStore(Protocol):
         agent: str | None = None,
         type: MemoryType | None = None,
         limit: int = 100,
+        status: Status = Status.ACTIVE,
     ) -> list[Memory]:
-        """Active memories of the scope (of ``type`` when given), newest first, at most
-        ``limit``."""
+        """Memories of the scope with ``status`` (active by default; of ``type`` when given),
+        newest first, at most ``limit``."""
         ...
 
     def history(self, owner: str, memory_id: str) -> list[MemoryVersion]:

@@ -13,7 +13,7 @@ import numpy as np
 from memlane._ids import from_iso
 from memlane.store.base import Vector, iter_chunks
 from memlane.store.sqlite.rows import MEMORY_COLUMNS, row_to_memory
-from memlane.types import ChangeReason, Memory, MemoryType, MemoryVersion, PinnedSort
+from memlane.types import ChangeReason, Memory, MemoryType, MemoryVersion, PinnedSort, Status
 
 if TYPE_CHECKING:
     import sqlite3
@@ -78,9 +78,10 @@ class ReadsMixin:
         agent: str | None = None,
         type: MemoryType | None = None,
         limit: int = 100,
+        status: Status = Status.ACTIVE,
     ) -> list[Memory]:
-        where = ["owner = ?", "status = 'active'"]
-        args: list[Any] = [owner]
+        where = ["owner = ?", "status = ?"]
+        args: list[Any] = [owner, Status(status).value]
         if agent is not None:
             where.append("(agent = ? OR agent IS NULL)")
             args.append(agent)
