@@ -57,6 +57,7 @@ def test_routes_need_a_valid_token(client: TestClient, headers: dict[str, str]) 
         ("get", "/v1/stats"),
         ("get", "/v1/settings/injection"),
         ("get", "/memories"),
+        ("get", "/openapi.json"),
     ]:
         resp = client.request(method, path, headers=headers, json={"query": "x"})
         assert resp.status_code == 401, path

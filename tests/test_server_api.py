@@ -68,6 +68,12 @@ def test_openapi_lists_every_route(client: TestClient) -> None:
         assert path in paths
 
 
+def test_docs_are_served_without_a_cdn(client: TestClient) -> None:
+    html = client.get("/docs").text
+    assert "/docs-static/swagger-ui-bundle.js" in html and "cdn" not in html.lower()
+    assert client.get("/docs-static/swagger-ui-bundle.js").status_code == 200
+
+
 def test_add_one_then_the_same_is_a_duplicate(client: TestClient) -> None:
     first = add(client, "Alice prefers dark mode", type="preference")
     assert first["decision"] == "added" and first["duplicate"] is False

@@ -153,6 +153,9 @@ def create_app(state: ServerState) -> FastAPI:
         version="1",
         description="Long-term memory for LLM agents. Errors are RFC 9457 problem details.",
         lifespan=lifespan,
+        docs_url=None,  # served below from the swagger-ui-bundle package: no CDN
+        redoc_url=None,
+        openapi_url=None,  # served below, behind the token
     )
     app.state.memlane = state
     server = state.server
@@ -218,9 +221,33 @@ def create_app(state: ServerState) -> FastAPI:
         return JSONResponse(body.model_dump(), status_code=200 if state.ready else 503)
 
     guarded = [Depends(caller)]
+    _add_docs(app, guarded)
     app.include_router(routes.router(state), prefix="/v1", dependencies=guarded)
     app.include_router(settings_routes.router(state), prefix="/v1", dependencies=guarded)
     app.include_router(pages.router(state), dependencies=guarded)
     app.include_router(pages.login_router())
     app.mount("/static", StaticFiles(directory=str(pages.HERE / "static")), name="static")
     return app
+
+
+def _add_docs(app: FastAPI, guarded: list[Any]) -> None:
+    """``/docs``: Swagger UI over ``/openapi.json``, its script and style served from the
+    ``swagger-ui-bundle`` package (nothing fetched from the internet)."""
+    from fastapi.openapi.docs import get_swagger_ui_html
+    from swagger_ui_bundle import swagger_ui_path
+
+    app.mount("/docs-static", StaticFiles(directory=str(swagger_ui_path)), name="docs-static")
+
+    @app.get("/openapi.json", include_in_schema=False, dependencies=guarded)
+    def openapi() -> JSONResponse:
+        return JSONResponse(app.openapi())
+
+    @app.get("/docs", include_in_schema=False, dependencies=guarded)
+    def docs() -> Response:
+        return get_swagger_ui_html(
+            openapi_url="/openapi.json",
+            title="memlane API",
+            swagger_js_url="/docs-static/swagger-ui-bundle.js",
+            swagger_css_url="/docs-static/swagger-ui.css",
+            swagger_favicon_url="/docs-static/favicon-32x32.png",
+        )
