@@ -76,6 +76,14 @@ def test_settings_flows(page: Any, served: Served, store_backend: Backend) -> No
     current = httpx.get(served.url + "/v1/settings/injection").json()["settings"]
     assert current["semantic_threshold"] == 0.9
 
+    # ambient awareness: collapsed; its type checkboxes appear when it is switched on
+    page.goto(served.url + "/")
+    expect(page.locator("#pinned-types")).to_be_hidden()
+    page.click("#ambient summary")
+    page.check("#f-ambient_enabled")
+    expect(page.locator("#pinned-types")).to_be_visible()
+    expect(page.locator("input[name=pinned_types]")).to_have_count(8)
+
     # an invalid value: refused inline, nothing written
     page.goto(served.url + "/")
     before = toml.read_text()

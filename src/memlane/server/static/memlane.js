@@ -35,6 +35,8 @@ function setupSettings(form) {
   const agent = form.dataset.agent;
   const defaults = JSON.parse(form.dataset.defaults);
   const overrides = JSON.parse(form.dataset.overrides);
+  const ambient = document.getElementById("f-ambient_enabled");
+  if (ambient) ambient.addEventListener("change", () => { document.getElementById("ambient-fields").hidden = !ambient.checked; });
   const range = document.getElementById("f-semantic_threshold");
   if (range) range.addEventListener("input", () => { document.getElementById("o-semantic_threshold").textContent = range.value; });
   form.addEventListener("submit", async (ev) => {
