@@ -9,6 +9,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -49,6 +50,7 @@ def free_port() -> int:
 class Served:
     proc: subprocess.Popen[str]
     url: str
+    log: Path
 
 
 @contextmanager
@@ -56,11 +58,12 @@ def run_server(backend: Backend) -> Iterator[Served]:
     """The real ``memlane serve`` (uvicorn) in a subprocess on a free loopback port, with the
     hash embedder; yields once ``/health`` answers 200 (or the process ended)."""
     port = free_port()
+    log = (backend.home / "serve.log").open("w")  # a pipe nobody reads could fill and block it
     proc = subprocess.Popen(
         [sys.executable, "-m", "memlane", "serve", "--port", str(port)],
         env=backend.child_env(),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
+        stdout=log,
+        stderr=subprocess.STDOUT,
         text=True,
     )
     url = f"http://127.0.0.1:{port}"
@@ -73,8 +76,9 @@ def run_server(backend: Backend) -> Iterator[Served]:
             pass
         time.sleep(0.1)
     try:
-        yield Served(proc, url)
+        yield Served(proc, url, backend.home / "serve.log")
     finally:
         if proc.poll() is None:
             proc.kill()
-        proc.communicate(timeout=30)
+        proc.wait(timeout=30)
+        log.close()

@@ -36,7 +36,8 @@ def test_served_api_and_clean_sigterm(served: Served, store_backend: Backend) ->
     text = (store_backend.home / "memlane.toml").read_text()
     assert "# operator notes" in text and "semantic_threshold = 0.9" in text
     served.proc.send_signal(signal.SIGTERM)
-    _, err = served.proc.communicate(timeout=30)
+    served.proc.wait(timeout=30)
+    err = served.log.read_text()
     assert served.proc.returncode == 0, err
     assert "store closed" in err
     # the store is whole: another process reads the memory back

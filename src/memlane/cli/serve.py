@@ -25,6 +25,20 @@ def _stopped(sig: int, frame: FrameType | None) -> None:
     """Handler of :data:`STOP_SIGNALS` while uvicorn runs (it handles them first)."""
 
 
+def _log_to_stderr() -> None:
+    """The server's own notices (reloads, errors) on stderr; the engine's per-call INFO lines
+    only with ``-v`` (a line per turn is too much for a service, and with ``-v`` the CLI has
+    set the handler already)."""
+    root = logging.getLogger("memlane")
+    if root.handlers:
+        return
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+    root.addHandler(handler)
+    root.setLevel(logging.WARNING)
+    logging.getLogger("memlane.server").setLevel(logging.INFO)
+
+
 def is_loopback(host: str) -> bool:
     """True for ``localhost`` and loopback addresses (127.0.0.0/8, ::1)."""
     if host == "localhost":
@@ -74,12 +88,7 @@ def serve(
             f"memlane serve needs the server extra: pip install 'memlane[server]' ({exc})"
         ) from None
 
-    logging.getLogger("memlane").setLevel(logging.INFO)
-    if not logging.getLogger("memlane").handlers:
-        handler = logging.StreamHandler(sys.stderr)
-        handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
-        logging.getLogger("memlane").addHandler(handler)
-
+    _log_to_stderr()
     engine = MemoryEngine.open(home, settings)
     try:
         err.print(f"loading the embedding model ({engine.embedder.name}) ...")

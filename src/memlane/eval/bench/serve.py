@@ -213,10 +213,12 @@ def run_serve(
         local = in_process(home, local_calls, warm[: warmup // 2])
         port = _free_port()
         url = f"http://127.0.0.1:{port}"
+        # The server's log goes to a file: a pipe nobody reads would fill and block the server.
+        log = (work / "serve.log").open("w")
         proc = subprocess.Popen(
             [sys.executable, "-m", "memlane", "serve", "--home", str(home), "--port", str(port)],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
+            stdout=log,
+            stderr=subprocess.STDOUT,
             text=True,
         )
         try:
@@ -239,10 +241,11 @@ def run_serve(
         finally:
             proc.send_signal(signal.SIGTERM)
             try:
-                proc.communicate(timeout=60)
+                proc.wait(timeout=60)
             except subprocess.TimeoutExpired:
                 proc.kill()
-                proc.communicate()
+                proc.wait()
+            log.close()
     finally:
         shutil.rmtree(work, ignore_errors=True)
     one = levels[0] if levels and levels[0]["clients"] == 1 else None
@@ -268,8 +271,7 @@ def _wait_ready(proc: subprocess.Popen[str], url: str, limit_s: float = 300) -> 
     deadline = time.monotonic() + limit_s
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            _, err = proc.communicate()
-            raise RuntimeError(f"memlane serve exited with {proc.returncode}: {err[-2000:]}")
+            raise RuntimeError(f"memlane serve exited with {proc.returncode} at start")
         try:
             if httpx.get(f"{url}/health", timeout=2).status_code == 200:
                 return
