@@ -43,3 +43,11 @@ def test_served_api_and_clean_sigterm(served: Served, store_backend: Backend) ->
     # the store is whole: another process reads the memory back
     engine = store_backend.engine()
     assert [m.content for m in engine.list()] == ["The cat is called Miso"]
+
+
+def test_importing_memlane_and_its_cli_loads_no_server() -> None:
+    from test_imports import _loaded_after, _matching
+
+    for statement in ("import memlane", "import memlane.cli"):
+        modules = _loaded_after(statement)
+        assert _matching(modules, "fastapi", "uvicorn", "starlette", "memlane.server") == []
