@@ -193,3 +193,13 @@ def test_a_reload_never_drops_the_token(store_backend: Backend) -> None:
         assert client.get("/v1/stats").status_code == 401
         resp = client.get("/v1/settings/injection", headers=auth(ADMIN))
         assert resp.json()["settings"]["max_total"] == 7
+
+
+def test_cors_is_off_unless_configured(store_backend: Backend) -> None:
+    preflight = {"origin": "http://example.test", "access-control-request-method": "POST"}
+    with serve_app(store_backend) as (client, _):
+        resp = client.options("/v1/search", headers=preflight)
+        assert "access-control-allow-origin" not in resp.headers
+    with serve_app(store_backend, server={"cors_origins": ["http://example.test"]}) as (client, _):
+        resp = client.options("/v1/search", headers=preflight)
+        assert resp.headers["access-control-allow-origin"] == "http://example.test"
