@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
-from memlane.cli import bench, dedup, memories, read, replay, session  # noqa: F401  (registers commands)
+from memlane.cli import (  # noqa: F401  (registers commands)
+    bench,
+    dedup,
+    learn,
+    memories,
+    read,
+    replay,
+    session,
+)
 from memlane.cli.app import app
 
 __all__ = ["app", "main"]
