@@ -329,4 +329,7 @@ def _config_error(exc: ValidationError, prefix: str = "") -> ConfigError:
     msg = err["msg"].removeprefix("Value error, ")
     if err["type"] == "extra_forbidden":
         msg = "unknown setting (check the spelling; see docs/configuration.md)"
-    return ConfigError(key, err.get("input"), msg)
+    value = err.get("input")
+    if isinstance(value, Mapping) and "api_key" in value:  # never echo a secret
+        key, value, msg = f"{key}.api_key", "<hidden>", msg.removeprefix("api_key: ")
+    return ConfigError(key, value, msg)
