@@ -13,7 +13,7 @@ import json
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Literal
@@ -105,10 +105,8 @@ def _handler(script: Script) -> type[BaseHTTPRequestHandler]:
             self.send_header("content-length", str(len(data)))
             self.send_header("retry-after-ms", "10")  # the SDKs' retry waits 10 ms, not seconds
             self.end_headers()
-            try:
+            with suppress(BrokenPipeError, ConnectionResetError):  # the client timed out, left
                 self.wfile.write(data)
-            except (BrokenPipeError, ConnectionResetError):  # the client timed out and left
-                pass
 
         def do_POST(self) -> None:
             length = int(self.headers.get("content-length", "0"))

@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from llm_server import TOKENS_IN, TOKENS_OUT, Raw, Reply, Script, Slow, Status, serve
 
+from llm_server import TOKENS_IN, TOKENS_OUT, Raw, Reply, Script, Slow, Status, serve
 from memlane import Settings
 from memlane.config import LLMSettings
 from memlane.errors import ConfigError, LLMError
@@ -26,7 +26,9 @@ pytest.importorskip("openai")
 pytest.importorskip("anthropic")
 
 KINDS = ["openai", "anthropic"]
-MERGE = json.dumps({"action": "merge", "merged_text": "Alice likes tea and green tea", "reasoning": "same"})
+MERGE = json.dumps(
+    {"action": "merge", "merged_text": "Alice likes tea and green tea", "reasoning": "same"}
+)
 
 
 @pytest.fixture(params=KINDS)
@@ -176,7 +178,7 @@ def test_a_provider_without_a_model_is_a_config_error(tmp_path: Path) -> None:
 
 def test_an_unknown_provider_is_a_config_error(tmp_path: Path) -> None:
     write_toml(tmp_path, '[llm]\nprovider = "gemini"\nmodel = "m"\n')
-    with pytest.raises(ConfigError, match="llm.provider"):
+    with pytest.raises(ConfigError, match=r"llm\.provider"):
         Settings.load(tmp_path)
 
 

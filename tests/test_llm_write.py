@@ -9,9 +9,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from conftest import ScriptedEmbedder
 from llm_server import Reply, Script, Slow, Status, serve
-
 from memlane import MemoryEngine
 from memlane.config import LLMSettings
 from memlane.llm import make_llm
