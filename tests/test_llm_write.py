@@ -62,10 +62,11 @@ def test_llm_merge_keeps_the_old_id_and_history_and_logs_the_prompt_version(
 ) -> None:
     script.steps = [answer("merge", MERGED, "same preference, more detail")]
     engine, first = pair(make_engine, script, base_url)
-    r = engine.add(GRAY)
+    r = engine.add(GRAY, importance=0.9)
     assert r.decision is Decision.LLM_MERGE and r.memory.id == first.id
     now = engine.get(first.id)
     assert now.content == MERGED and now.created_at == first.created_at
+    assert now.importance == 0.9  # the higher importance of the two
     assert [v.content for v in engine.history(first.id)] == [BASE]
     assert engine.count() == 1
     (row,) = engine.dedup_log()
@@ -81,9 +82,10 @@ def test_llm_reject_confirms_the_existing_memory(
 ) -> None:
     script.steps = [answer("reject")]
     engine, first = pair(make_engine, script, base_url)
-    r = engine.add(GRAY)
+    r = engine.add(GRAY, importance=0.9)
     assert r.decision is Decision.LLM_REJECT and r.duplicate
-    assert engine.get(first.id).content == BASE and engine.get(first.id).confirmations == 1
+    kept = engine.get(first.id)
+    assert kept.content == BASE and kept.confirmations == 1 and kept.importance == 0.4
     assert engine.count() == 1
 
 

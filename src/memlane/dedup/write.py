@@ -229,7 +229,9 @@ class WritePath:
             new_vec = self._vector(vec if text == draft.content else None, text)
             reason = ChangeReason(plan.decision.value)
             store.replace_content(owner, plan.match.id, text, content_hash(text), new_vec, reason)
-            kept = store.confirm(owner, plan.match.id, _provenance(draft))
+            # A merge keeps the higher importance of the two (the older id and created_at stay).
+            higher = draft.importance if plan.decision is Decision.LLM_MERGE else None
+            kept = store.confirm(owner, plan.match.id, _provenance(draft), higher)
             return WriteResult(plan.decision, kept, plan.match.id, plan.similarity, plan.reasoning)
         memory = store.insert(draft, self._vector(vec, draft.content))
         weight = round(float(plan.similarity), 4)

@@ -158,8 +158,15 @@ class MemoryStore(Protocol):
         history with ``reason``. Raises :class:`~memlane.errors.NotFound`. Write."""
         ...
 
-    def confirm(self, owner: str, memory_id: str, provenance: Mapping[str, Any]) -> Memory:
-        """``confirmations += 1`` and merge ``provenance`` into metadata (lists unioned).
+    def confirm(
+        self,
+        owner: str,
+        memory_id: str,
+        provenance: Mapping[str, Any],
+        importance: float | None = None,
+    ) -> Memory:
+        """``confirmations += 1`` and merge ``provenance`` into metadata (lists unioned); with
+        ``importance``, the memory keeps the higher of its own and that one (a merge).
         Raises :class:`~memlane.errors.NotFound`. Write."""
         ...
 

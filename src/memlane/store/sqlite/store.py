@@ -387,15 +387,17 @@ class SQLiteStore(ReadsMixin, LinksMixin, SessionsMixin):
             ),
         )
 
-    def confirm(self, owner: str, memory_id: str, provenance: Mapping[str, Any]) -> Memory:
+    def confirm(
+        self, owner: str, memory_id: str, provenance: Mapping[str, Any], importance: Any = None
+    ) -> Memory:
         with self._lock:
             self._require_tx()
             num, old = self._require(owner, memory_id)
             metadata = merge_metadata(old.metadata, provenance)
             self._conn.execute(
-                "UPDATE memories SET confirmations = confirmations + 1, metadata = ?, updated_at = ? "
-                "WHERE num = ?",
-                (json.dumps(metadata, ensure_ascii=False), to_iso(utcnow()), num),
+                "UPDATE memories SET confirmations = confirmations + 1, metadata = ?, updated_at = ?,"
+                " importance = MAX(importance, COALESCE(?, 0)) WHERE num = ?",
+                (json.dumps(metadata, ensure_ascii=False), to_iso(utcnow()), importance, num),
             )
             return self._require(owner, memory_id)[1]
 
