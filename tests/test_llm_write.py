@@ -15,7 +15,9 @@ from llm_server import Reply, Script, Slow, Status, serve
 from memlane import MemoryEngine
 from memlane.config import LLMSettings
 from memlane.llm import make_llm
+from memlane.llm.prompts import VERIFY_VERSION
 from memlane.types import Decision, Relation
+from memlane.types import Status as MemoryStatus
 
 pytest.importorskip("openai")
 pytest.importorskip("anthropic")
@@ -71,7 +73,7 @@ def test_llm_merge_keeps_the_old_id_and_history_and_logs_the_prompt_version(
     assert engine.count() == 1
     (row,) = engine.dedup_log()
     assert row.decision is Decision.LLM_MERGE
-    assert row.reasoning == "[verify-v1] same preference, more detail"
+    assert row.reasoning == f"[{VERIFY_VERSION}] same preference, more detail"
     stats = engine.llm_stats()
     assert stats["provider"] == script.kind and stats["calls"] == 1 and stats["failures"] == 0
     assert stats["tokens_in"] > 0 and stats["tokens_out"] > 0
@@ -99,6 +101,29 @@ def test_llm_keep_stores_both_linked(
     assert engine.count() == 2
     (link,) = engine.associations(r.memory.id)
     assert link.relation is Relation.RELATED_TO and first.id in (link.source_id, link.target_id)
+
+
+def test_a_contradiction_expires_the_old_memory_without_deleting_it(
+    make_engine: MakeEngine, script: Script, base_url: str
+) -> None:
+    script.steps = [answer("contradict", reasoning="she switched themes")]
+    engine, first = pair(make_engine, script, base_url)
+    r = engine.add(GRAY)
+    assert r.decision is Decision.LLM_KEEP and "superseded" in (r.reasoning or "")
+    assert [m.content for m in engine.list()] == [GRAY]  # the old one is out of listings
+    old = engine.get(first.id, include_inactive=True)
+    assert old.status is MemoryStatus.SUPERSEDED and old.content == BASE
+    assert old.valid_to is not None and old.valid_to >= old.created_at
+    assert engine.get(r.memory.id).valid_to is None
+    (link,) = engine.associations(r.memory.id)
+    assert (link.source_id, link.target_id, link.relation) == (
+        r.memory.id,
+        first.id,
+        Relation.UPDATES,
+    )
+    hits = engine.search("dark mode editor", mode="fts")
+    assert first.id not in {h.memory.id for h in hits}  # search skips expired memories
+    assert engine.count() == 1
 
 
 @pytest.mark.parametrize(

@@ -16,6 +16,8 @@ Order of checks, each against the offered memory's scope ``(owner, agent)`` only
    ``g`` reordered / numbers / negation          ``guard_keep`` (new memory + related_to)
    ``s >= auto_reject`` and ``g == same``        ``auto_reject`` (keep, confirm)
    with an LLM, any other ``s``                  ``llm_merge`` / ``llm_reject`` / ``llm_keep``
+                                                 (a contradiction: ``llm_keep``, the old
+                                                 memory ``superseded``)
    ... the LLM failed                            ``fallback_reject`` when ``s >= replace`` and
                                                  ``g`` is same/narrows, else ``fallback_keep``
    no LLM, ``s >= replace``, ``g == narrows``    ``auto_reject`` (the existing text says more)
@@ -91,6 +93,9 @@ class KeepApart:
     match: Memory
     similarity: float
     reasoning: str
+    #: The LLM judged that the new text contradicts ``match``: ``match`` is expired
+    #: (``superseded``, ``valid_to`` set) and the new memory ``updates`` it.
+    supersedes: bool = False
 
 
 #: The write path's plan for one offered text: one case per kind of outcome, each carrying only
@@ -161,6 +166,9 @@ def _ask_llm(llm: LLM, new_text: str, match: Memory, similarity: float, may_reje
         return Rewrite(Decision.LLM_MERGE, match, similarity, reasoning, merged)
     if verdict.action == "reject":
         return Keep(Decision.LLM_REJECT, match, similarity, reasoning)
+    if verdict.action == "contradict":
+        why = f"contradicts the existing memory, which is superseded: {reasoning}"
+        return KeepApart(Decision.LLM_KEEP, match, similarity, why, supersedes=True)
     return KeepApart(Decision.LLM_KEEP, match, similarity, reasoning)
 
 

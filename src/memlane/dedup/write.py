@@ -235,7 +235,11 @@ class WritePath:
             return WriteResult(plan.decision, kept, plan.match.id, plan.similarity, plan.reasoning)
         memory = store.insert(draft, self._vector(vec, draft.content))
         weight = round(float(plan.similarity), 4)
-        store.add_association(owner, memory.id, plan.match.id, Relation.RELATED_TO, weight)
+        if plan.supersedes:  # expired, never deleted: the new memory updates it
+            store.add_association(owner, memory.id, plan.match.id, Relation.UPDATES, weight)
+            store.set_status(owner, plan.match.id, Status.SUPERSEDED)
+        else:
+            store.add_association(owner, memory.id, plan.match.id, Relation.RELATED_TO, weight)
         return WriteResult(plan.decision, memory, plan.match.id, plan.similarity, plan.reasoning)
 
     def _vector(self, vec: Vector | None, text: str) -> Vector:

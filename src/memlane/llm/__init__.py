@@ -22,10 +22,11 @@ __all__ = ["LLM", "ExtractedMemory", "LLMStats", "LLMVerdict", "Learner", "make_
 @dataclass(frozen=True, slots=True)
 class LLMVerdict:
     """``merge``: both say the same, ``merged_text`` replaces the existing text; ``reject``: the new
-    text adds nothing; ``keep``: they differ, store both. ``prompt_version``: the prompt that asked
-    (logged with the reasoning in ``dedup_log``)."""
+    text adds nothing; ``keep``: they differ, store both; ``contradict``: the new text makes the
+    existing one no longer true (it is expired, never deleted). ``prompt_version``: the prompt
+    that asked (logged with the reasoning in ``dedup_log``)."""
 
-    action: Literal["merge", "reject", "keep"]
+    action: Literal["merge", "reject", "keep", "contradict"]
     merged_text: str | None = None
     reasoning: str | None = None
     prompt_version: str | None = None

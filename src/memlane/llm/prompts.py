@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from memlane.types import TYPE_NAMES
 
-VERIFY_VERSION = "verify-v1"
+VERIFY_VERSION = "verify-v2"
 LEARN_VERSION = "learn-v1"
 
 VERIFY_SYSTEM = """\
@@ -21,11 +21,13 @@ candidate memory. Decide:
 - "reject": NEW says nothing that EXISTING does not already say (same facts, maybe other words).
 - "merge": both are about the same thing and NEW adds a detail; write "merged_text", one \
 memory that keeps every fact of both, no longer than both together.
-- "keep": they state different facts (other people, other numbers, other times, a negation, a \
-change of state): store both.
+- "contradict": NEW replaces EXISTING: the same thing changed, so EXISTING is no longer true \
+("lives in Paris" then "moved to Berlin"; "likes tea" then "no longer drinks tea").
+- "keep": they state different facts that can both be true (other people, other things, other \
+times): store both.
 When unsure, answer "keep". Answer with one JSON object only: \
-{"action": "merge" | "reject" | "keep", "merged_text": string or null, "reasoning": one short \
-sentence}."""
+{"action": "merge" | "reject" | "contradict" | "keep", "merged_text": string or null, \
+"reasoning": one short sentence}."""
 
 VERIFY_USER = "EXISTING: {existing}\nNEW: {new}"
 
@@ -48,7 +50,7 @@ class _Answer(BaseModel):
 class VerifyAnswer(_Answer):
     """The model's answer to :data:`VERIFY_SYSTEM`."""
 
-    action: Literal["merge", "reject", "keep"]
+    action: Literal["merge", "reject", "keep", "contradict"]
     merged_text: str | None = None
     reasoning: str = Field(default="", max_length=2000)
 

@@ -134,6 +134,13 @@ MIGRATIONS: list[tuple[str, str]] = [
             WHERE agent IS NOT NULL;
         """,
     ),
+    (
+        "0003_memories_valid_to",
+        """
+        -- when a memory stopped being true (set when a newer memory supersedes it)
+        ALTER TABLE memories ADD COLUMN valid_to TEXT;
+        """,
+    ),
 ]
 
 
