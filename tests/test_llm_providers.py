@@ -5,6 +5,7 @@ real ``openai`` and ``anthropic`` SDKs: normal answers, a slow answer past the t
 from __future__ import annotations
 
 import json
+import logging
 import subprocess
 import sys
 import time
@@ -223,3 +224,18 @@ def test_import_memlane_loads_no_llm_sdk() -> None:
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
+
+
+def test_every_call_is_logged_with_model_tokens_and_latency(
+    kind: str, script: Script, base_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    script.steps = [Reply(MERGE), Status(500)]
+    llm = provider(kind, base_url)
+    with caplog.at_level(logging.INFO, logger="memlane.llm"):
+        llm.verify_duplicate("a", "b")
+        with pytest.raises(LLMError):
+            llm.verify_duplicate("a", "b")
+    ok, failed = [r.getMessage() for r in caplog.records if r.name == "memlane.llm"]
+    assert "model=test-model" in ok and f"tokens_in={TOKENS_IN}" in ok
+    assert f"tokens_out={TOKENS_OUT}" in ok and "latency_s=" in ok and "ok=True" in ok
+    assert "ok=False" in failed
