@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import json
+import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -193,3 +195,27 @@ def test_without_an_llm_nothing_is_called_and_stats_say_none(engine: MemoryEngin
         "tokens_out": 0,
         "latency_s": 0.0,
     }
+
+
+def test_other_writers_are_not_blocked_while_the_model_answers(
+    make_engine: MakeEngine, script: Script, base_url: str
+) -> None:
+    script.steps = [Slow(1.5, json.dumps({"action": "reject", "reasoning": "slow"}))]
+    emb = ScriptedEmbedder()
+    emb.place(BASE)
+    emb.place(GRAY, like=BASE, cos=0.92)
+    settings = LLMSettings(provider=script.kind, model="m", base_url=base_url, timeout_s=5)
+    slow = make_engine(embedder=emb, llm=make_llm(settings))
+    slow.add(BASE)
+    other = make_engine(embedder=emb)  # a second connection to the same store
+    done: list[Any] = []
+    worker = threading.Thread(target=lambda: done.append(slow.add(GRAY)))
+    worker.start()
+    while not script.requests:  # the model has been asked
+        time.sleep(0.01)
+    start = time.monotonic()
+    other.add("Bob waters the plants on Fridays")
+    assert time.monotonic() - start < 1.0  # not queued behind the model's answer
+    worker.join(timeout=10)
+    assert done[0].decision is Decision.LLM_REJECT
+    assert other.count() == 2
