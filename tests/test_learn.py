@@ -183,3 +183,43 @@ def test_memlane_learn_without_an_llm_exits_with_the_setting_named(
     result = CliRunner().invoke(app, ["learn", str(transcript), "--home", str(tmp_path)])
     assert result.exit_code == 5
     assert "llm.provider" in result.stderr
+
+
+def test_a_session_is_learned_from_its_new_messages_only(
+    make_engine: Any, script: Script, base_url: str
+) -> None:
+    first = {"memories": [{"content": "The user moved to Berlin.", "type": "event"}]}
+    later = {"memories": [{"content": "The user adopted a cat named Miso.", "type": "event"}]}
+    script.steps = [Reply(json.dumps(first)), Reply(json.dumps(later))]
+    engine = learner_engine(make_engine, script, base_url)
+    engine.learn(CHAT, owner="alice", session="s1")
+    grown = [
+        *CHAT,
+        {"role": "system", "content": INJECTED},  # a newer injected block: not a message
+        {"role": "user", "content": "Also, I adopted a cat called Miso."},
+    ]
+    engine.learn(grown, owner="alice", session="s1")
+    second_prompt = json.dumps(script.requests[1]["json"])
+    assert "Miso" in second_prompt and "vegetarian" not in second_prompt
+    assert {m.content for m in engine.list(owner="alice")} == {
+        "The user moved to Berlin.",
+        "The user adopted a cat named Miso.",
+    }
+    # nothing new: no call at all
+    assert engine.learn(grown, owner="alice", session="s1") == []
+    assert len(script.requests) == 2
+    # another owner's session of the same name starts from the beginning
+    script.steps = [Reply(json.dumps(first))]
+    engine.learn(CHAT, owner="bob", session="s1")
+    assert "vegetarian" in json.dumps(script.requests[2]["json"])
+
+
+def test_a_failed_learn_call_reads_the_same_messages_again(
+    make_engine: Any, script: Script, base_url: str
+) -> None:
+    script.steps = [Status(500), Reply(json.dumps(LEARNED))]
+    engine = learner_engine(make_engine, script, base_url)
+    with pytest.raises(LLMError):
+        engine.learn(CHAT, session="s1")
+    assert len(engine.learn(CHAT, session="s1")) == 3
+    assert "vegetarian" in json.dumps(script.requests[1]["json"])

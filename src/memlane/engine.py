@@ -153,11 +153,14 @@ class MemoryEngine:
     ) -> builtins.list[WriteResult]:
         """Extract memories from a conversation with the configured LLM and offer them to the
         write path as one batch. Injected ``[Context from memory]`` blocks never reach the model.
+        With a ``session``, only the messages after those learned from before are read (the
+        same growing history can be passed every turn).
 
         Raises:
             ConfigError: no LLM configured (``[llm] provider``).
             LLMError: the model failed or answered malformed JSON (nothing written).
         """
+        from memlane.history import is_injection_block
         from memlane.learn import conversation_text, to_inputs
 
         _check_owner(owner, agent)
@@ -169,12 +172,19 @@ class MemoryEngine:
                 "learning from conversations needs an LLM: set [llm] provider to openai or "
                 "anthropic (and model) in memlane.toml or MEMLANE_LLM__PROVIDER",
             )
-        transcript = conversation_text(messages)
-        if not transcript.strip():
-            return []
-        extracted = self.llm.extract_memories(transcript)
-        items = to_inputs(extracted, owner=owner, agent=agent, session=session)
-        return self.writer.add_many(items) if items else []
+        talk = [m for m in messages if not is_injection_block(m)]
+        start = self.store.learned_messages(owner, session) if session else 0
+        if start > len(talk):  # a shorter history (compacted, or another conversation): all
+            start = 0
+        transcript = conversation_text(talk[start:])
+        results: builtins.list[WriteResult] = []
+        if transcript.strip():
+            extracted = self.llm.extract_memories(transcript)
+            items = to_inputs(extracted, owner=owner, agent=agent, session=session)
+            results = self.writer.add_many(items) if items else []
+        if session:  # only after the memories are written: a failure re-reads these messages
+            self.store.set_learned_messages(owner, session, len(talk))
+        return results
 
     def llm_stats(self) -> dict[str, Any]:
         """The LLM's counters: provider, model, calls, failures, tokens in/out, latency."""

@@ -308,6 +308,15 @@ class MemoryStore(Protocol):
         joins the open transaction, or runs in its own."""
         ...
 
+    def learned_messages(self, owner: str, session: str) -> int:
+        """How many messages of ``(owner, session)`` have been learned from (0 if none)."""
+        ...
+
+    def set_learned_messages(self, owner: str, session: str, count: int) -> None:
+        """Record that the first ``count`` messages of the session have been learned from.
+        Write: joins the open transaction, or runs in its own."""
+        ...
+
     def session_memory_ids(self, owner: str, session: str, since: datetime | None) -> set[str]:
         """Ids of ``owner``'s active memories learned in ``session`` (created after ``since``,
         when given)."""

@@ -141,6 +141,19 @@ MIGRATIONS: list[tuple[str, str]] = [
         ALTER TABLE memories ADD COLUMN valid_to TEXT;
         """,
     ),
+    (
+        "0004_learn_cursors",
+        """
+        -- how many messages of a session MemoryEngine.learn has already read
+        CREATE TABLE learn_cursors (
+            owner TEXT NOT NULL,
+            session TEXT NOT NULL,
+            learned INTEGER NOT NULL,
+            updated_at TEXT NOT NULL,
+            PRIMARY KEY (owner, session)
+        );
+        """,
+    ),
 ]
 
 
