@@ -211,8 +211,10 @@ def test_other_writers_are_not_blocked_while_the_model_answers(
     done: list[Any] = []
     worker = threading.Thread(target=lambda: done.append(slow.add(GRAY)))
     worker.start()
-    while not script.requests:  # the model has been asked
+    deadline = time.monotonic() + 10
+    while not script.requests and time.monotonic() < deadline:  # the model has been asked
         time.sleep(0.01)
+    assert script.requests
     start = time.monotonic()
     other.add("Bob waters the plants on Fridays")
     assert time.monotonic() - start < 1.0  # not queued behind the model's answer
