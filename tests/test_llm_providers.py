@@ -85,11 +85,11 @@ def test_a_normal_answer_becomes_a_verdict_and_is_counted(
     assert (stats["tokens_in"], stats["tokens_out"]) == (TOKENS_IN, TOKENS_OUT)
 
 
-def test_openai_asks_for_a_json_schema(script: Script, base_url: str) -> None:
-    if script.kind != "openai":
-        pytest.skip("structured output is an OpenAI chat-completions feature")
+def test_openai_asks_for_a_json_schema() -> None:
+    script = Script("openai")
     script.steps = [Reply(MERGE)]
-    provider("openai", base_url).verify_duplicate("a b", "a b c")
+    with serve(script) as url:
+        provider("openai", url).verify_duplicate("a b", "a b c")
     fmt = script.requests[0]["json"]["response_format"]
     assert fmt["type"] == "json_schema"
     assert "action" in fmt["json_schema"]["schema"]["properties"]
