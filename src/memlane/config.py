@@ -19,7 +19,14 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from pydantic_settings import (
     BaseSettings,
     NoDecode,
@@ -67,10 +74,42 @@ class EmbeddingSettings(_Section):
 
 
 class LLMSettings(_Section):
-    """``[llm]``: optional model for gray-zone dedup verification (none by default)."""
+    """``[llm]``: optional model for gray-zone dedup verification and learning (none by default).
 
-    provider: Literal["none"] = "none"
+    ``openai`` is any OpenAI-compatible chat-completions server (OpenAI, Ollama, vLLM, LM Studio,
+    llama.cpp's server: set ``base_url``); ``anthropic`` is the Anthropic messages API. The key is
+    read from the environment variable named by ``api_key_env``, never from the file.
+    """
+
+    provider: Literal["none", "openai", "anthropic"] = "none"
+    #: The model name the provider expects (required unless provider is ``none``).
+    model: str = ""
+    #: The API's base URL (``None``: the provider's official endpoint).
+    base_url: str | None = None
+    #: The name of the environment variable that holds the API key.
+    api_key_env: str | None = None
     timeout_s: float = Field(default=20.0, gt=0)
+    #: Retries of a failed call (429, 5xx, connection errors) by the SDK, with backoff.
+    max_retries: int = Field(default=2, ge=0, le=10)
+    temperature: float = Field(default=0.0, ge=0, le=2)
+    #: Most tokens one answer may take.
+    max_tokens: int = Field(default=1024, ge=16, le=100_000)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_key_in_file(cls, data: Any) -> Any:
+        if isinstance(data, Mapping) and "api_key" in data:
+            raise ValueError(
+                "api_key: an API key must not be written in the settings; set api_key_env to "
+                "the name of the environment variable that holds it"
+            )
+        return data
+
+    @model_validator(mode="after")
+    def _model_named(self) -> LLMSettings:
+        if self.provider != "none" and not self.model.strip():
+            raise ValueError(f"model: provider {self.provider!r} needs [llm] model (a model name)")
+        return self
 
 
 class DedupSettings(_Section):
@@ -308,4 +347,7 @@ def _config_error(exc: ValidationError, prefix: str = "") -> ConfigError:
     msg = err["msg"].removeprefix("Value error, ")
     if err["type"] == "extra_forbidden":
         msg = "unknown setting (check the spelling; see docs/configuration.md)"
-    return ConfigError(key, err.get("input"), msg)
+    value = err.get("input")
+    if isinstance(value, Mapping) and "api_key" in value:  # never echo a secret
+        key, value, msg = f"{key}.api_key", "<hidden>", msg.removeprefix("api_key: ")
+    return ConfigError(key, value, msg)

@@ -20,9 +20,9 @@ from memlane.config import Settings
 from memlane.dedup.write import MemoryInput, WritePath, check_scope
 from memlane.embeddings import Embedder, make_embedder
 from memlane.embeddings.cache import Embeddings
-from memlane.errors import InvalidArgument, InvalidMemory, NotFound
+from memlane.errors import ConfigError, InvalidArgument, InvalidMemory, NotFound
 from memlane.injection import Injector, Sessions
-from memlane.llm import LLM
+from memlane.llm import LLM, Learner, make_llm
 from memlane.retrieval import Retriever
 from memlane.store import MemoryStore, open_store
 from memlane.store.base import Vector
@@ -104,6 +104,8 @@ class MemoryEngine:
         if embedder is None:
             emb = settings.embedding
             embedder = make_embedder(emb.provider, model=emb.model, dimension=emb.dimension)
+        if llm is None:
+            llm = make_llm(settings.llm)
         store = open_store(settings, embedder)
         return cls(settings, store, embedder, llm)
 
@@ -154,6 +156,61 @@ class MemoryEngine:
         """Offer a batch (see :meth:`memlane.dedup.write.WritePath.add_many`): deduplicated
         against the store and within itself, written in one transaction."""
         return self.writer.add_many(items)
+
+    def learn(
+        self,
+        messages: Sequence[Any],
+        *,
+        owner: str = "default",
+        agent: str | None = None,
+        session: str | None = None,
+    ) -> builtins.list[WriteResult]:
+        """Extract memories from a conversation with the configured LLM and offer them to the
+        write path as one batch. Injected ``[Context from memory]`` blocks never reach the model.
+        With a ``session``, only the messages after those learned from before are read (the
+        same growing history can be passed every turn).
+
+        Raises:
+            ConfigError: no LLM configured (``[llm] provider``).
+            LLMError: the model failed or answered malformed JSON (nothing written).
+        """
+        from memlane.history import is_injection_block
+        from memlane.learn import conversation_text, to_inputs
+
+        _check_owner(owner, agent)
+        check_scope("session", session)
+        if not isinstance(self.llm, Learner):
+            raise ConfigError(
+                "llm.provider",
+                self.settings.llm.provider,
+                "learning from conversations needs an LLM: set [llm] provider to openai or "
+                "anthropic (and model) in memlane.toml or MEMLANE_LLM__PROVIDER",
+            )
+        talk = [m for m in messages if not is_injection_block(m)]
+        start = self.store.learned_messages(owner, session) if session else 0
+        if start > len(talk):  # a shorter history (compacted, or another conversation): all
+            start = 0
+        transcript = conversation_text(talk[start:])
+        results: builtins.list[WriteResult] = []
+        if transcript.strip():
+            extracted = self.llm.extract_memories(transcript)
+            items = to_inputs(extracted, owner=owner, agent=agent, session=session)
+            results = self.writer.add_many(items) if items else []
+        if session:  # only after the memories are written: a failure re-reads these messages
+            self.store.set_learned_messages(owner, session, len(talk))
+        return results
+
+    def llm_stats(self) -> dict[str, Any]:
+        """The LLM's counters: provider, model, calls, failures, tokens in/out, latency."""
+        llm = self.settings.llm
+        stats = getattr(self.llm, "stats", None)
+        counts = stats.as_dict() if stats is not None else {}
+        return {
+            "provider": getattr(self.llm, "provider", "custom") if self.llm is not None else "none",
+            "model": llm.model or None,
+            **{"calls": 0, "failures": 0, "tokens_in": 0, "tokens_out": 0, "latency_s": 0.0},
+            **counts,
+        }
 
     def validate(self, item: MemoryInput) -> None:
         """Check one offered memory without writing it. Raises :class:`InvalidMemory`."""

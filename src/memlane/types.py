@@ -175,6 +175,8 @@ class Memory(_ToDict):
     content_hash: str
     status: Status
     metadata: Mapping[str, Any] = field(default_factory=dict)
+    #: When the memory stopped being true (``superseded`` by a newer one); ``None`` while valid.
+    valid_to: datetime | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,6 +16,8 @@ Order of checks, each against the offered memory's scope ``(owner, agent)`` only
    ``g`` reordered / numbers / negation          ``guard_keep`` (new memory + related_to)
    ``s >= auto_reject`` and ``g == same``        ``auto_reject`` (keep, confirm)
    with an LLM, any other ``s``                  ``llm_merge`` / ``llm_reject`` / ``llm_keep``
+                                                 (a contradiction: ``llm_keep``, the old
+                                                 memory ``superseded``)
    ... the LLM failed                            ``fallback_reject`` when ``s >= replace`` and
                                                  ``g`` is same/narrows, else ``fallback_keep``
    no LLM, ``s >= replace``, ``g == narrows``    ``auto_reject`` (the existing text says more)
@@ -36,6 +38,7 @@ from typing import Literal
 
 from memlane.config import DedupSettings
 from memlane.dedup.guard import GuardVerdict, compare, compound_variant
+from memlane.history import is_injection_text
 from memlane.llm import LLM
 from memlane.types import Decision, Memory
 
@@ -90,6 +93,9 @@ class KeepApart:
     match: Memory
     similarity: float
     reasoning: str
+    #: The LLM judged that the new text contradicts ``match``: ``match`` is expired
+    #: (``superseded``, ``valid_to`` set) and the new memory ``updates`` it.
+    supersedes: bool = False
 
 
 #: The write path's plan for one offered text: one case per kind of outcome, each carrying only
@@ -140,18 +146,38 @@ def decide(
 
 
 def _ask_llm(llm: LLM, new_text: str, match: Memory, similarity: float, may_reject: bool) -> Plan:
-    try:
-        verdict = llm.verify_duplicate(match.content, new_text)
-    except Exception as exc:  # any provider failure or timeout: fall back, never lose the text
-        why = f"LLM failed ({exc})"
+    def fallback(why: str) -> Plan:
         if may_reject:
             return Keep(Decision.FALLBACK_REJECT, match, similarity, why)
         return KeepApart(Decision.FALLBACK_KEEP, match, similarity, why)
+
+    try:
+        verdict = llm.verify_duplicate(match.content, new_text)
+    except Exception as exc:  # any provider failure or timeout: fall back, never lose the text
+        return fallback(f"LLM failed ({exc})")
     reasoning = verdict.reasoning or ""
-    if verdict.action == "merge" and verdict.merged_text and verdict.merged_text.strip():
-        return Rewrite(
-            Decision.LLM_MERGE, match, similarity, reasoning, verdict.merged_text.strip()
-        )
+    if verdict.prompt_version:
+        reasoning = f"[{verdict.prompt_version}] {reasoning}".rstrip()
+    if verdict.action == "merge":
+        merged = (verdict.merged_text or "").strip()
+        problem = _merge_problem(merged, match.content, new_text)
+        if problem:
+            return fallback(f"LLM merge refused: {problem} ({reasoning})")
+        return Rewrite(Decision.LLM_MERGE, match, similarity, reasoning, merged)
     if verdict.action == "reject":
         return Keep(Decision.LLM_REJECT, match, similarity, reasoning)
+    if verdict.action == "contradict":
+        why = f"contradicts the existing memory, which is superseded: {reasoning}"
+        return KeepApart(Decision.LLM_KEEP, match, similarity, why, supersedes=True)
     return KeepApart(Decision.LLM_KEEP, match, similarity, reasoning)
+
+
+def _merge_problem(merged: str, existing: str, new: str) -> str | None:
+    """Why an LLM's merged text may not replace ``existing`` (``None``: it may)."""
+    if not merged:
+        return "the merged text is empty"
+    if is_injection_text(merged):
+        return "the merged text is an injected context block"
+    if len(merged) > len(existing) + len(new) + 1:
+        return f"the merged text ({len(merged)} chars) is longer than both inputs together"
+    return None

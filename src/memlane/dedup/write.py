@@ -21,7 +21,7 @@ from memlane.dedup.pipeline import Add, Keep, KeepApart, Plan, Rewrite, decide
 from memlane.embeddings.cache import Embeddings
 from memlane.errors import InvalidMemory, NotFound
 from memlane.history import INJECTION_BLOCK_PREFIX, is_injection_text
-from memlane.llm import LLM
+from memlane.llm import LLM, LLMVerdict
 from memlane.store.base import MemoryStore, NewDedupLog, NewMemory, Vector
 from memlane.types import (
     DEFAULT_IMPORTANCE,
@@ -181,13 +181,18 @@ class WritePath:
         vectors: dict[str, Vector] = {}
         if texts:
             vectors = dict(zip(texts, self.embeddings.embed(texts), strict=True))
+        llm = None if self.llm is None else _Answers(self.llm)
+        if llm is not None:  # ask the model before the transaction: no lock held meanwhile
+            for d in drafts:
+                if (vec := vectors.get(d.content)) is not None:
+                    self._plan(d, vec, llm)
         with self.store.transaction():
-            results = [self._write_one(d, vectors.get(d.content)) for d in drafts]
+            results = [self._write_one(d, vectors.get(d.content), llm) for d in drafts]
         for r in results:
             log.debug("write %s %s sim=%s", r.decision.value, r.memory.id, r.similarity)
         return results
 
-    def _write_one(self, draft: NewMemory, vec: Vector | None) -> WriteResult:
+    def _write_one(self, draft: NewMemory, vec: Vector | None, llm: LLM | None) -> WriteResult:
         """Write one draft inside the batch's transaction; ``vec`` is ``None`` when its hash was
         stored before the transaction began."""
         existing = self.store.find_by_hash(draft.owner, draft.agent, draft.content_hash)
@@ -196,11 +201,14 @@ class WritePath:
             return self._apply(plan, draft, vec)
         if vec is None:  # its stored twin was changed or forgotten meanwhile (another process)
             vec = self.embeddings.embed([draft.content])[0]
+        return self._apply(self._plan(draft, vec, llm), draft, vec)
+
+    def _plan(self, draft: NewMemory, vec: Vector, llm: LLM | None) -> Plan:
         # Several neighbours asked for, the first used: the ANN index's top 1 alone is less often
         # the true nearest than the best of its top k.
         near = self.store.nearest(draft.owner, draft.agent, vec, self.settings.neighbours)
         match, sim = (near[0][0], near[0][1]) if near else (None, None)
-        return self._apply(decide(draft.content, match, sim, self.settings, self.llm), draft, vec)
+        return decide(draft.content, match, sim, self.settings, llm)
 
     def _apply(self, plan: Plan, draft: NewMemory, vec: Vector | None) -> WriteResult:
         store = self.store
@@ -229,11 +237,17 @@ class WritePath:
             new_vec = self._vector(vec if text == draft.content else None, text)
             reason = ChangeReason(plan.decision.value)
             store.replace_content(owner, plan.match.id, text, content_hash(text), new_vec, reason)
-            kept = store.confirm(owner, plan.match.id, _provenance(draft))
+            # A merge keeps the higher importance of the two (the older id and created_at stay).
+            higher = draft.importance if plan.decision is Decision.LLM_MERGE else None
+            kept = store.confirm(owner, plan.match.id, _provenance(draft), higher)
             return WriteResult(plan.decision, kept, plan.match.id, plan.similarity, plan.reasoning)
         memory = store.insert(draft, self._vector(vec, draft.content))
         weight = round(float(plan.similarity), 4)
-        store.add_association(owner, memory.id, plan.match.id, Relation.RELATED_TO, weight)
+        if plan.supersedes:  # expired, never deleted: the new memory updates it
+            store.add_association(owner, memory.id, plan.match.id, Relation.UPDATES, weight)
+            store.set_status(owner, plan.match.id, Status.SUPERSEDED)
+        else:
+            store.add_association(owner, memory.id, plan.match.id, Relation.RELATED_TO, weight)
         return WriteResult(plan.decision, memory, plan.match.id, plan.similarity, plan.reasoning)
 
     def _vector(self, vec: Vector | None, text: str) -> Vector:
@@ -285,6 +299,28 @@ class WritePath:
             raise NotFound(f"no memory with id {current.id!r} for owner {current.owner!r}")
         with self.store.transaction():
             return self.store.set_status(current.owner, current.id, Status.FORGOTTEN)
+
+
+class _Answers:
+    """The LLM's answers (or failures) of one batch, each pair asked once. :meth:`add_many` asks
+    before its transaction, so the write lock is not held while a model answers; only a pair first
+    met inside the transaction (against an earlier item of the same batch) is asked there."""
+
+    def __init__(self, llm: LLM) -> None:
+        self.llm = llm
+        self.answers: dict[tuple[str, str], LLMVerdict | Exception] = {}
+
+    def verify_duplicate(self, existing: str, new: str) -> LLMVerdict:
+        key = (existing, new)
+        if key not in self.answers:
+            try:
+                self.answers[key] = self.llm.verify_duplicate(existing, new)
+            except Exception as exc:  # remembered: the pair falls back without a second wait
+                self.answers[key] = exc
+        answer = self.answers[key]
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
 
 
 def _provenance(draft: NewMemory) -> dict[str, Any]:

@@ -1,25 +1,44 @@
-"""The LLM seam of the write path: gray-zone duplicate verification.
+"""The LLM of the write path: gray-zone duplicate verification and learning from conversations.
 
-No provider ships yet; without one, gray-zone pairs are kept (``gray_keep``) and linked. A provider
-implements :class:`LLM`; the engine calls it only on the write path, never while injecting.
+Optional: without one (``[llm] provider = "none"``), gray-zone pairs are kept (``gray_keep``) and
+linked, and :meth:`MemoryEngine.learn` says which setting to set. A provider implements
+:class:`LLM`; the engine calls it only on the write path, never while injecting. The providers
+(:mod:`memlane.llm.providers`) import their SDKs (``openai``, ``anthropic``) only when built, so
+``import memlane`` never loads them.
 """
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
-from typing import Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
-__all__ = ["LLM", "LLMVerdict"]
+if TYPE_CHECKING:
+    from memlane.config import LLMSettings
+
+__all__ = ["LLM", "ExtractedMemory", "LLMStats", "LLMVerdict", "Learner", "make_llm"]
 
 
 @dataclass(frozen=True, slots=True)
 class LLMVerdict:
     """``merge``: both say the same, ``merged_text`` replaces the existing text; ``reject``: the new
-    text adds nothing; ``keep``: they differ, store both."""
+    text adds nothing; ``keep``: they differ, store both; ``contradict``: the new text makes the
+    existing one no longer true (it is expired, never deleted). ``prompt_version``: the prompt
+    that asked (logged with the reasoning in ``dedup_log``)."""
 
-    action: Literal["merge", "reject", "keep"]
+    action: Literal["merge", "reject", "keep", "contradict"]
     merged_text: str | None = None
     reasoning: str | None = None
+    prompt_version: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ExtractedMemory:
+    """One memory a model extracted from a conversation."""
+
+    content: str
+    type: str
+    importance: float
 
 
 @runtime_checkable
@@ -31,3 +50,55 @@ class LLM(Protocol):
     """
 
     def verify_duplicate(self, existing: str, new: str) -> LLMVerdict: ...
+
+
+@runtime_checkable
+class Learner(Protocol):
+    """A model that extracts memories from a conversation transcript (one text, roles named)."""
+
+    def extract_memories(self, transcript: str) -> list[ExtractedMemory]: ...
+
+
+class LLMStats:
+    """Counters of one process's LLM calls (thread-safe): calls, failures, tokens, latency."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.calls = 0
+        self.failures = 0
+        self.tokens_in = 0
+        self.tokens_out = 0
+        self.latency_s = 0.0
+
+    def record(self, *, ok: bool, tokens_in: int, tokens_out: int, latency_s: float) -> None:
+        with self._lock:
+            self.calls += 1
+            self.failures += 0 if ok else 1
+            self.tokens_in += tokens_in
+            self.tokens_out += tokens_out
+            self.latency_s += latency_s
+
+    def as_dict(self) -> dict[str, Any]:
+        with self._lock:
+            return {
+                "calls": self.calls,
+                "failures": self.failures,
+                "tokens_in": self.tokens_in,
+                "tokens_out": self.tokens_out,
+                "latency_s": round(self.latency_s, 4),
+            }
+
+
+def make_llm(settings: LLMSettings) -> LLM | None:
+    """The provider ``settings`` name, or ``None`` for ``provider = "none"``.
+
+    Raises:
+        ConfigError: the API key variable is named but not set (and no ``base_url``).
+    """
+    if settings.provider == "none":
+        return None
+    from memlane.llm.providers import AnthropicLLM, OpenAILLM
+
+    if settings.provider == "openai":
+        return OpenAILLM(settings)
+    return AnthropicLLM(settings)

@@ -158,8 +158,15 @@ class MemoryStore(Protocol):
         history with ``reason``. Raises :class:`~memlane.errors.NotFound`. Write."""
         ...
 
-    def confirm(self, owner: str, memory_id: str, provenance: Mapping[str, Any]) -> Memory:
-        """``confirmations += 1`` and merge ``provenance`` into metadata (lists unioned).
+    def confirm(
+        self,
+        owner: str,
+        memory_id: str,
+        provenance: Mapping[str, Any],
+        importance: float | None = None,
+    ) -> Memory:
+        """``confirmations += 1`` and merge ``provenance`` into metadata (lists unioned); with
+        ``importance``, the memory keeps the higher of its own and that one (a merge).
         Raises :class:`~memlane.errors.NotFound`. Write."""
         ...
 
@@ -305,6 +312,15 @@ class MemoryStore(Protocol):
     def reset_session(self, owner: str, session: str, reason: ResetReason) -> SessionState:
         """Empty the session's injected ids and record the reset time and ``reason``. Write:
         joins the open transaction, or runs in its own."""
+        ...
+
+    def learned_messages(self, owner: str, session: str) -> int:
+        """How many messages of ``(owner, session)`` have been learned from (0 if none)."""
+        ...
+
+    def set_learned_messages(self, owner: str, session: str, count: int) -> None:
+        """Record that the first ``count`` messages of the session have been learned from.
+        Write: joins the open transaction, or runs in its own."""
         ...
 
     def session_memory_ids(self, owner: str, session: str, since: datetime | None) -> set[str]:

@@ -134,6 +134,26 @@ MIGRATIONS: list[tuple[str, str]] = [
             WHERE agent IS NOT NULL;
         """,
     ),
+    (
+        "0003_memories_valid_to",
+        """
+        -- when a memory stopped being true (set when a newer memory supersedes it)
+        ALTER TABLE memories ADD COLUMN valid_to TEXT;
+        """,
+    ),
+    (
+        "0004_learn_cursors",
+        """
+        -- how many messages of a session MemoryEngine.learn has already read
+        CREATE TABLE learn_cursors (
+            owner TEXT NOT NULL,
+            session TEXT NOT NULL,
+            learned INTEGER NOT NULL,
+            updated_at TEXT NOT NULL,
+            PRIMARY KEY (owner, session)
+        );
+        """,
+    ),
 ]
 
 

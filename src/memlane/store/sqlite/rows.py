@@ -12,7 +12,12 @@ from memlane.types import Memory, MemoryType, Status
 #: Columns of a full memory row, in the order :func:`row_to_memory` reads them (``num`` first).
 MEMORY_COLUMNS = (
     "num, id, owner, agent, session, source, type, content, content_hash, importance, status, "
-    "created_at, updated_at, last_accessed_at, access_count, confirmations, metadata"
+    "created_at, updated_at, last_accessed_at, access_count, confirmations, metadata, valid_to"
+)
+#: A status change; a memory superseded gets its ``valid_to`` time (params: status, now, seq, num).
+SET_STATUS_SQL = (
+    "UPDATE memories SET status = ?1, updated_at = ?2, vec_seq = ?3, "
+    "valid_to = CASE WHEN ?1 = 'superseded' THEN ?2 ELSE valid_to END WHERE num = ?4"
 )
 
 
@@ -36,6 +41,7 @@ def row_to_memory(row: Sequence[Any]) -> Memory:
         access_count=int(row[14]),
         confirmations=int(row[15]),
         metadata=json.loads(row[16]),
+        valid_to=from_iso(row[17]),
     )
 
 

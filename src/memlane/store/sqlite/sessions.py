@@ -54,6 +54,23 @@ class SessionsMixin:
             updated_at=from_iso(row[3]),
         )
 
+    def learned_messages(self, owner: str, session: str) -> int:
+        with self._lock:
+            row = self._conn.execute(
+                "SELECT learned FROM learn_cursors WHERE owner = ? AND session = ?",
+                (owner, session),
+            ).fetchone()
+        return 0 if row is None else int(row[0])
+
+    def set_learned_messages(self, owner: str, session: str, count: int) -> None:
+        with self.transaction():
+            self._conn.execute(
+                "INSERT INTO learn_cursors (owner, session, learned, updated_at) "
+                "VALUES (?, ?, ?, ?) ON CONFLICT (owner, session) DO UPDATE SET "
+                "learned = excluded.learned, updated_at = excluded.updated_at",
+                (owner, session, int(count), to_iso(utcnow())),
+            )
+
     def begin_turn(self, owner: str, session: str, depth: int) -> SessionState:
         with self.transaction():
             now = to_iso(utcnow())

@@ -34,7 +34,7 @@ from memlane.store.sqlite.feed import SQLiteFeed
 from memlane.store.sqlite.links import LinksMixin
 from memlane.store.sqlite.migrations import MIGRATIONS, hash_current, rehash
 from memlane.store.sqlite.reads import ReadsMixin
-from memlane.store.sqlite.rows import MEMORY_COLUMNS, merge_metadata, row_to_memory
+from memlane.store.sqlite.rows import MEMORY_COLUMNS, SET_STATUS_SQL, merge_metadata, row_to_memory
 from memlane.store.sqlite.sessions import SessionsMixin
 from memlane.store.text_index import TextIndex
 from memlane.store.vector_index import OwnerIndex
@@ -387,15 +387,17 @@ class SQLiteStore(ReadsMixin, LinksMixin, SessionsMixin):
             ),
         )
 
-    def confirm(self, owner: str, memory_id: str, provenance: Mapping[str, Any]) -> Memory:
+    def confirm(
+        self, owner: str, memory_id: str, provenance: Mapping[str, Any], importance: Any = None
+    ) -> Memory:
         with self._lock:
             self._require_tx()
             num, old = self._require(owner, memory_id)
             metadata = merge_metadata(old.metadata, provenance)
             self._conn.execute(
-                "UPDATE memories SET confirmations = confirmations + 1, metadata = ?, updated_at = ? "
-                "WHERE num = ?",
-                (json.dumps(metadata, ensure_ascii=False), to_iso(utcnow()), num),
+                "UPDATE memories SET confirmations = confirmations + 1, metadata = ?, updated_at = ?,"
+                " importance = MAX(importance, COALESCE(?, 0)) WHERE num = ?",
+                (json.dumps(metadata, ensure_ascii=False), to_iso(utcnow()), importance, num),
             )
             return self._require(owner, memory_id)[1]
 
@@ -404,7 +406,7 @@ class SQLiteStore(ReadsMixin, LinksMixin, SessionsMixin):
             self._require_tx()
             num, _ = self._require(owner, memory_id)
             self._conn.execute(
-                "UPDATE memories SET status = ?, updated_at = ?, vec_seq = ? WHERE num = ?",
+                SET_STATUS_SQL,
                 (Status(status).value, to_iso(utcnow()), self._next_seq(), num),
             )
             return self._require(owner, memory_id)[1]

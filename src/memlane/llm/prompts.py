@@ -1,0 +1,72 @@
+"""Every prompt memlane sends to a model, versioned, and the schemas of the answers.
+
+Change a prompt's text -> bump its version: ``dedup_log`` rows record the version that produced
+each decision (``[verify-v1] <reasoning>``), so a review can tell old decisions from new ones.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from memlane.types import TYPE_NAMES
+
+VERIFY_VERSION = "verify-v2"
+LEARN_VERSION = "learn-v1"
+
+VERIFY_SYSTEM = """\
+You deduplicate the long-term memory of an AI assistant. You get an EXISTING memory and a NEW \
+candidate memory. Decide:
+- "reject": NEW says nothing that EXISTING does not already say (same facts, maybe other words).
+- "merge": both are about the same thing and NEW adds a detail; write "merged_text", one \
+memory that keeps every fact of both, no longer than both together.
+- "contradict": NEW replaces EXISTING: the same thing changed, so EXISTING is no longer true \
+("lives in Paris" then "moved to Berlin"; "likes tea" then "no longer drinks tea").
+- "keep": they state different facts that can both be true (other people, other things, other \
+times): store both.
+When unsure, answer "keep". Answer with one JSON object only: \
+{"action": "merge" | "reject" | "contradict" | "keep", "merged_text": string or null, \
+"reasoning": one short sentence}."""
+
+VERIFY_USER = "EXISTING: {existing}\nNEW: {new}"
+
+LEARN_SYSTEM = f"""\
+You extract long-term memories from a conversation between a user and an AI assistant. Keep \
+only what will be useful in later conversations: facts about the user, preferences, decisions, \
+goals, to-dos, events. Each memory is one to three sentences that stand on their own (name who \
+and what; include the context that makes it useful later). Skip small talk and anything the \
+assistant only guessed. Types: {TYPE_NAMES}. Importance: 0 (trivial) to 1 (essential). Answer \
+with one JSON object only: {{"memories": [{{"content": string, "type": string, "importance": \
+number}}]}} (an empty list when nothing is worth keeping)."""
+
+LEARN_USER = "Conversation:\n{transcript}"
+
+
+class _Answer(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+
+class VerifyAnswer(_Answer):
+    """The model's answer to :data:`VERIFY_SYSTEM`."""
+
+    action: Literal["merge", "reject", "keep", "contradict"]
+    merged_text: str | None = None
+    reasoning: str = Field(default="", max_length=2000)
+
+
+class LearnedMemory(_Answer):
+    content: str = Field(min_length=1)
+    type: str = "fact"
+    importance: float = Field(default=0.5, ge=0, le=1)
+
+
+class LearnAnswer(_Answer):
+    """The model's answer to :data:`LEARN_SYSTEM`."""
+
+    memories: list[LearnedMemory] = Field(default_factory=list, max_length=200)
+
+
+def json_schema(model: type[BaseModel]) -> dict[str, Any]:
+    """The JSON schema sent to providers that support structured output."""
+    return model.model_json_schema()

@@ -1,0 +1,186 @@
+"""The LLM providers: OpenAI-compatible chat completions and Anthropic messages.
+
+Each imports its SDK only when built (``pip install 'memlane[llm]'``). Every call is logged
+(model, tokens in/out, latency) on the ``memlane.llm`` logger and counted in :attr:`stats`. Any
+failure — a timeout, a 429 or 5xx after the SDK's retries, an answer that is not the JSON asked
+for — raises :class:`~memlane.errors.LLMError`: the write path falls back, never crashes.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+from memlane.config import LLMSettings
+from memlane.errors import ConfigError, LLMError
+from memlane.llm import ExtractedMemory, LLMStats, LLMVerdict
+from memlane.llm import prompts as P
+
+log = logging.getLogger("memlane.llm")
+
+_A = TypeVar("_A", bound=BaseModel)
+
+
+def _api_key(settings: LLMSettings) -> str:
+    name = settings.api_key_env
+    key = os.environ.get(name, "") if name else ""
+    if key:
+        return key
+    if settings.base_url:  # a local server (Ollama, vLLM, llama.cpp) needs no key
+        return "unused"
+    raise ConfigError(
+        "llm.api_key_env",
+        name,
+        "name an environment variable that holds the API key (and set it), "
+        "or set llm.base_url for a server that needs no key",
+    )
+
+
+def _json_text(text: str) -> str:
+    """The JSON object in ``text``: code fences and prose around it removed."""
+    start, end = text.find("{"), text.rfind("}")
+    return text[start : end + 1] if 0 <= start < end else text
+
+
+class ChatLLM:
+    """What both providers share: prompts, validation, logging and counting."""
+
+    provider = "?"
+
+    def __init__(self, settings: LLMSettings) -> None:
+        self.settings = settings
+        self.model = settings.model
+        self.stats = LLMStats()
+
+    def _complete(self, system: str, user: str, name: str, schema: dict[str, Any]) -> Any:
+        """One call: returns ``(text, tokens_in, tokens_out)``."""
+        raise NotImplementedError
+
+    def _ask(self, system: str, user: str, answer: type[_A], purpose: str) -> _A:
+        start = time.perf_counter()
+        tokens_in = tokens_out = 0
+        ok = False
+        try:
+            text, tokens_in, tokens_out = self._complete(
+                system, user, answer.__name__, P.json_schema(answer)
+            )
+            parsed = answer.model_validate_json(_json_text(text))
+            ok = True
+            return parsed
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            raise LLMError(
+                f"{self.provider} model {self.model!r} gave a malformed {purpose} answer "
+                f"({first['type']}: {first['msg']})"
+            ) from None
+        except (LLMError, ConfigError):
+            raise
+        except Exception as exc:  # the SDKs' timeout, status and connection errors
+            raise LLMError(
+                f"{self.provider} model {self.model!r} failed on {purpose}: "
+                f"{type(exc).__name__}: {exc}"
+            ) from exc
+        finally:
+            latency = time.perf_counter() - start
+            self.stats.record(ok=ok, tokens_in=tokens_in, tokens_out=tokens_out, latency_s=latency)
+            log.info(
+                "llm %s provider=%s model=%s tokens_in=%d tokens_out=%d latency_s=%.3f ok=%s",
+                purpose,
+                self.provider,
+                self.model,
+                tokens_in,
+                tokens_out,
+                latency,
+                ok,
+            )
+
+    def verify_duplicate(self, existing: str, new: str) -> LLMVerdict:
+        """Ask whether ``new`` duplicates ``existing``. Raises :class:`LLMError`."""
+        user = P.VERIFY_USER.format(existing=existing, new=new)
+        a = self._ask(P.VERIFY_SYSTEM, user, P.VerifyAnswer, "verify")
+        return LLMVerdict(a.action, a.merged_text, a.reasoning, P.VERIFY_VERSION)
+
+    def extract_memories(self, transcript: str) -> list[ExtractedMemory]:
+        """Memories worth keeping from ``transcript``. Raises :class:`LLMError`."""
+        user = P.LEARN_USER.format(transcript=transcript)
+        a = self._ask(P.LEARN_SYSTEM, user, P.LearnAnswer, "learn")
+        return [ExtractedMemory(m.content.strip(), m.type, m.importance) for m in a.memories]
+
+
+class OpenAILLM(ChatLLM):
+    """Any OpenAI-compatible chat-completions server (``base_url``), on the ``openai`` SDK."""
+
+    provider = "openai"
+
+    def __init__(self, settings: LLMSettings) -> None:
+        super().__init__(settings)
+        try:
+            import openai
+        except ImportError:
+            raise ConfigError(
+                "llm.provider", "openai", "install the SDK: pip install 'memlane[llm]'"
+            ) from None
+        self._client = openai.OpenAI(
+            api_key=_api_key(settings),
+            base_url=settings.base_url,
+            timeout=settings.timeout_s,
+            max_retries=settings.max_retries,
+        )
+
+    def _complete(self, system: str, user: str, name: str, schema: dict[str, Any]) -> Any:
+        s = self.settings
+        resp = self._client.chat.completions.create(
+            model=s.model,
+            messages=[{"role": "system", "content": system}, {"role": "user", "content": user}],
+            temperature=s.temperature,
+            max_tokens=s.max_tokens,
+            response_format={
+                "type": "json_schema",
+                "json_schema": {"name": name, "schema": schema},
+            },
+        )
+        text = resp.choices[0].message.content if resp.choices else None
+        usage = resp.usage
+        return (
+            text or "",
+            usage.prompt_tokens if usage else 0,
+            usage.completion_tokens if usage else 0,
+        )
+
+
+class AnthropicLLM(ChatLLM):
+    """The Anthropic messages API (or a compatible ``base_url``), on the ``anthropic`` SDK."""
+
+    provider = "anthropic"
+
+    def __init__(self, settings: LLMSettings) -> None:
+        super().__init__(settings)
+        try:
+            import anthropic
+        except ImportError:
+            raise ConfigError(
+                "llm.provider", "anthropic", "install the SDK: pip install 'memlane[llm]'"
+            ) from None
+        self._client = anthropic.Anthropic(
+            api_key=_api_key(settings),
+            base_url=settings.base_url,
+            timeout=settings.timeout_s,
+            max_retries=settings.max_retries,
+        )
+
+    def _complete(self, system: str, user: str, name: str, schema: dict[str, Any]) -> Any:
+        s = self.settings
+        resp = self._client.messages.create(
+            model=s.model,
+            max_tokens=s.max_tokens,
+            system=system,
+            messages=[{"role": "user", "content": user}],
+            # Not a typed argument of this SDK version; the messages API accepts it.
+            extra_body={"temperature": s.temperature},
+        )
+        text = "".join(getattr(b, "text", "") for b in resp.content if b.type == "text")
+        return text, resp.usage.input_tokens, resp.usage.output_tokens

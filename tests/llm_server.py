@@ -1,0 +1,146 @@
+"""Real HTTP servers on 127.0.0.1 that speak the OpenAI chat-completions and the Anthropic
+messages wire formats, answering from a script, for the providers' tests (driven by the real
+``openai`` and ``anthropic`` SDKs).
+
+A script is a list of steps, one per request, in order; when it runs out, ``default`` answers.
+Steps: ``Reply(text)`` (a normal answer whose message text is ``text``), ``Slow(seconds, text)``,
+``Status(code)`` (an API error with that HTTP status), ``Raw(body)`` (a 200 with that body).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Literal
+
+Kind = Literal["openai", "anthropic"]
+TOKENS_IN, TOKENS_OUT = 11, 7
+
+
+@dataclass(frozen=True)
+class Reply:
+    text: str
+
+
+@dataclass(frozen=True)
+class Slow:
+    seconds: float
+    text: str
+
+
+@dataclass(frozen=True)
+class Status:
+    code: int
+
+
+@dataclass(frozen=True)
+class Raw:
+    body: str
+
+
+Step = Reply | Slow | Status | Raw
+
+
+@dataclass
+class Script:
+    kind: Kind
+    steps: list[Step] = field(default_factory=list)
+    default: Step = field(default_factory=lambda: Status(500))
+    #: Every request received: path, headers (lower-case names) and JSON body.
+    requests: list[dict[str, Any]] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def next_step(self, request: dict[str, Any]) -> Step:
+        with self.lock:
+            self.requests.append(request)
+            return self.steps.pop(0) if self.steps else self.default
+
+
+def _body(kind: Kind, text: str, model: str) -> dict[str, Any]:
+    if kind == "openai":
+        return {
+            "id": "chatcmpl-1",
+            "object": "chat.completion",
+            "created": 0,
+            "model": model,
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": text},
+                    "finish_reason": "stop",
+                }
+            ],
+            "usage": {
+                "prompt_tokens": TOKENS_IN,
+                "completion_tokens": TOKENS_OUT,
+                "total_tokens": TOKENS_IN + TOKENS_OUT,
+            },
+        }
+    return {
+        "id": "msg_1",
+        "type": "message",
+        "role": "assistant",
+        "model": model,
+        "content": [{"type": "text", "text": text}],
+        "stop_reason": "end_turn",
+        "stop_sequence": None,
+        "usage": {"input_tokens": TOKENS_IN, "output_tokens": TOKENS_OUT},
+    }
+
+
+def _handler(script: Script) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, format: str, *args: Any) -> None:  # quiet
+            pass
+
+        def _send(self, code: int, body: str) -> None:
+            data = body.encode()
+            self.send_response(code)
+            self.send_header("content-type", "application/json")
+            self.send_header("content-length", str(len(data)))
+            self.send_header("retry-after-ms", "10")  # the SDKs' retry waits 10 ms, not seconds
+            self.end_headers()
+            with suppress(BrokenPipeError, ConnectionResetError):  # the client timed out, left
+                self.wfile.write(data)
+
+        def do_POST(self) -> None:
+            length = int(self.headers.get("content-length", "0"))
+            payload = json.loads(self.rfile.read(length) or b"{}")
+            headers = {k.lower(): v for k, v in self.headers.items()}
+            step = script.next_step({"path": self.path, "headers": headers, "json": payload})
+            model = str(payload.get("model", "?"))
+            if isinstance(step, Slow):
+                time.sleep(step.seconds)
+                step = Reply(step.text)
+            if isinstance(step, Reply):
+                self._send(200, json.dumps(_body(script.kind, step.text, model)))
+            elif isinstance(step, Raw):
+                self._send(200, step.body)
+            else:
+                error = {"type": "error", "error": {"type": "api_error", "message": "scripted"}}
+                self._send(step.code, json.dumps(error))
+
+    return Handler
+
+
+@contextmanager
+def serve(script: Script) -> Iterator[str]:
+    """Serve ``script`` on a free port of 127.0.0.1; yields the base URL for the SDK."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(script))
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05})
+    thread.daemon = True
+    thread.start()
+    host, port = server.server_address[:2]
+    root = f"http://{host!s}:{port}"
+    try:
+        yield f"{root}/v1" if script.kind == "openai" else root
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=5)
