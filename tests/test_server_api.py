@@ -271,3 +271,15 @@ def test_a_bug_is_500_problem_without_traceback(
 def test_unknown_route_is_404_problem(client: TestClient) -> None:
     resp = client.get("/v1/nothing-here")
     assert resp.status_code == 404 and resp.headers["content-type"].startswith(PROBLEM)
+
+
+def test_a_memory_over_http_has_every_field_of_the_python_value(client: TestClient) -> None:
+    """The API serialises memlane's own dataclasses: a field added to ``Memory`` (``valid_to``,
+    say) reaches HTTP clients without a second declaration that could drift."""
+    from memlane.types import Memory
+
+    result = add(client, "Bob lives in Paris")
+    http_fields = set(result["memory"])  # type: ignore[arg-type]
+    assert http_fields == {f for f in Memory.__dataclass_fields__}
+    got = client.get(f"/v1/memories/{memory_id(result)}").json()
+    assert got["valid_to"] is None and got["content"] == "Bob lives in Paris"

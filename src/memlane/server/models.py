@@ -1,50 +1,22 @@
-"""Request and response bodies of the HTTP API (pydantic; the OpenAPI schema at ``/docs``)."""
+"""Request and response bodies of the HTTP API (pydantic; the OpenAPI schema at ``/docs``).
+
+Responses that are one of memlane's values (:class:`~memlane.types.Memory`,
+:class:`~memlane.types.SearchHit`, :class:`~memlane.types.Injection`, ...) use the frozen
+dataclass itself as the schema: pydantic validates and serialises stdlib dataclasses, so a field
+added to a value reaches the API without a second declaration here."""
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from memlane.config import InjectionSettings
-from memlane.types import (
-    Association,
-    DedupLogEntry,
-    Injection,
-    Memory,
-    MemoryVersion,
-    SearchHit,
-    SessionState,
-    WriteResult,
-)
+from memlane.types import DedupLogEntry, Memory, SearchHit, WriteResult
 
 
 class _In(BaseModel):
     model_config = ConfigDict(extra="forbid")
-
-
-class MemoryOut(BaseModel):
-    id: str
-    content: str
-    type: str
-    importance: float
-    owner: str
-    agent: str | None
-    session: str | None
-    source: str | None
-    created_at: datetime
-    updated_at: datetime
-    last_accessed_at: datetime | None
-    access_count: int
-    confirmations: int
-    content_hash: str
-    status: str
-    metadata: dict[str, Any]
-
-    @classmethod
-    def of(cls, m: Memory) -> MemoryOut:
-        return cls.model_validate(m.to_dict())
 
 
 class MemoryIn(_In):
@@ -71,7 +43,7 @@ class WriteOut(BaseModel):
     similarity: float | None
     matched_id: str | None
     reasoning: str | None
-    memory: MemoryOut
+    memory: Memory
 
     @classmethod
     def of(cls, r: WriteResult) -> WriteOut:
@@ -81,7 +53,7 @@ class WriteOut(BaseModel):
             similarity=r.similarity,
             matched_id=r.matched_id,
             reasoning=r.reasoning,
-            memory=MemoryOut.of(r.memory),
+            memory=r.memory,
         )
 
 
@@ -90,37 +62,12 @@ class AddResponse(BaseModel):
 
 
 class MemoryPage(BaseModel):
-    items: list[MemoryOut]
+    items: list[Memory]
     next_cursor: str | None = Field(description="Pass as ?cursor= for the next page.")
 
 
 class PatchRequest(_In):
     content: str
-
-
-class VersionOut(BaseModel):
-    memory_id: str
-    version: int
-    content: str
-    content_hash: str
-    reason: str
-    replaced_at: datetime
-
-    @classmethod
-    def of(cls, v: MemoryVersion) -> VersionOut:
-        return cls.model_validate(v.to_dict())
-
-
-class AssociationOut(BaseModel):
-    source_id: str
-    target_id: str
-    relation: str
-    weight: float
-    created_at: datetime
-
-    @classmethod
-    def of(cls, a: Association) -> AssociationOut:
-        return cls.model_validate(a.to_dict())
 
 
 class SearchRequest(_In):
@@ -132,24 +79,8 @@ class SearchRequest(_In):
     mode: Literal["hybrid", "vector", "fts"] = "hybrid"
 
 
-class HitOut(BaseModel):
-    memory: MemoryOut
-    score: float
-    similarity: float
-    ranks: dict[str, int] = Field(description="1-based rank in each leg that found it.")
-
-    @classmethod
-    def of(cls, h: SearchHit) -> HitOut:
-        return cls(
-            memory=MemoryOut.of(h.memory),
-            score=h.score,
-            similarity=h.similarity,
-            ranks=dict(h.ranks),
-        )
-
-
 class SearchResponse(BaseModel):
-    hits: list[HitOut]
+    hits: list[SearchHit]
 
 
 class InjectRequest(_In):
@@ -160,74 +91,13 @@ class InjectRequest(_In):
     recent: list[str] | None = Field(default=None, max_length=50)
 
 
-class InjectedOut(BaseModel):
-    memory: MemoryOut
-    source: str
-    score: float
-
-
-class InjectResponse(BaseModel):
-    session: str
-    turn: int
-    block: str | None
-    items: list[InjectedOut]
-    skipped: dict[str, int] = Field(description="Candidates left out, by reason.")
-    elapsed_ms: float
-
-    @classmethod
-    def of(cls, i: Injection) -> InjectResponse:
-        items = [
-            InjectedOut(memory=MemoryOut.of(x.memory), source=x.source, score=x.score)
-            for x in i.items
-        ]
-        return cls(
-            session=i.session,
-            turn=i.turn,
-            block=i.block,
-            items=items,
-            skipped=dict(i.skipped),
-            elapsed_ms=i.elapsed_ms,
-        )
-
-
-class SessionOut(BaseModel):
-    owner: str
-    session: str
-    turn: int
-    injected: dict[str, int] = Field(description="memory id -> turn it was injected in")
-    last_reset_at: datetime | None
-    last_reset_reason: str | None
-    updated_at: datetime | None
-
-    @classmethod
-    def of(cls, s: SessionState) -> SessionOut:
-        return cls.model_validate(s.to_dict())
-
-
 class ResetRequest(_In):
     reason: Literal["compact", "clear", "resume"]
     owner: str | None = None
 
 
-class DedupLogOut(BaseModel):
-    id: int
-    owner: str
-    new_text: str
-    existing_id: str | None
-    existing_text: str | None
-    similarity: float | None
-    decision: str
-    reasoning: str | None
-    review_status: str
-    created_at: datetime
-
-    @classmethod
-    def of(cls, e: DedupLogEntry) -> DedupLogOut:
-        return cls.model_validate(e.to_dict())
-
-
 class DedupLogPage(BaseModel):
-    items: list[DedupLogOut]
+    items: list[DedupLogEntry]
     next_cursor: str | None
 
 

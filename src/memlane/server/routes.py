@@ -16,24 +16,18 @@ from memlane.server.auth import caller, scope
 from memlane.server.models import (
     AddRequest,
     AddResponse,
-    AssociationOut,
-    DedupLogOut,
     DedupLogPage,
-    HitOut,
     InjectRequest,
-    InjectResponse,
-    MemoryOut,
     MemoryPage,
     PatchRequest,
     ResetRequest,
     SearchRequest,
     SearchResponse,
-    SessionOut,
     StatsOut,
-    VersionOut,
     WriteOut,
 )
 from memlane.server.state import Principal, ServerState
+from memlane.types import Association, Injection, Memory, MemoryVersion, SessionState
 
 Caller = Annotated[Principal, Depends(caller)]
 Owner = Annotated[str | None, Query(description="Owner scope (default: default).")]
@@ -92,44 +86,42 @@ def router(state: ServerState) -> APIRouter:
         )
         page = rows[start : start + limit]
         more = len(rows) > start + limit
-        return MemoryPage(
-            items=[MemoryOut.of(m) for m in page], next_cursor=str(start + limit) if more else None
-        )
+        return MemoryPage(items=list(page), next_cursor=str(start + limit) if more else None)
 
-    @api.get("/memories/{memory_id}", response_model=MemoryOut, tags=["memories"])
-    def get(memory_id: str, who: Caller, owner: Owner = None, agent: Agent = None) -> MemoryOut:
-        return MemoryOut.of(state.engine.get(memory_id, owner=scope(who, owner), agent=agent))
+    @api.get("/memories/{memory_id}", response_model=Memory, tags=["memories"])
+    def get(memory_id: str, who: Caller, owner: Owner = None, agent: Agent = None) -> Memory:
+        return state.engine.get(memory_id, owner=scope(who, owner), agent=agent)
 
-    @api.patch("/memories/{memory_id}", response_model=MemoryOut, tags=["memories"])
+    @api.patch("/memories/{memory_id}", response_model=Memory, tags=["memories"])
     def patch(
         memory_id: str, body: PatchRequest, who: Caller, owner: Owner = None, agent: Agent = None
-    ) -> MemoryOut:
+    ) -> Memory:
         """New text for a memory (the old text is kept in its history)."""
         memory = state.engine.update(memory_id, body.content, owner=scope(who, owner), agent=agent)
-        return MemoryOut.of(memory)
+        return memory
 
-    @api.delete("/memories/{memory_id}", response_model=MemoryOut, tags=["memories"])
-    def forget(memory_id: str, who: Caller, owner: Owner = None, agent: Agent = None) -> MemoryOut:
+    @api.delete("/memories/{memory_id}", response_model=Memory, tags=["memories"])
+    def forget(memory_id: str, who: Caller, owner: Owner = None, agent: Agent = None) -> Memory:
         """Forget a memory (kept on disk with its history; never searched or injected)."""
-        return MemoryOut.of(state.engine.forget(memory_id, owner=scope(who, owner), agent=agent))
+        return state.engine.forget(memory_id, owner=scope(who, owner), agent=agent)
 
-    @api.get("/memories/{memory_id}/history", response_model=list[VersionOut], tags=["memories"])
+    @api.get("/memories/{memory_id}/history", response_model=list[MemoryVersion], tags=["memories"])
     def history(
         memory_id: str, who: Caller, owner: Owner = None, agent: Agent = None
-    ) -> list[VersionOut]:
+    ) -> list[MemoryVersion]:
         rows = state.engine.history(memory_id, owner=scope(who, owner), agent=agent)
-        return [VersionOut.of(v) for v in rows]
+        return rows
 
     @api.get(
         "/memories/{memory_id}/associations",
-        response_model=list[AssociationOut],
+        response_model=list[Association],
         tags=["memories"],
     )
     def associations(
         memory_id: str, who: Caller, owner: Owner = None, agent: Agent = None
-    ) -> list[AssociationOut]:
+    ) -> list[Association]:
         rows = state.engine.associations(memory_id, owner=scope(who, owner), agent=agent)
-        return [AssociationOut.of(a) for a in rows]
+        return rows
 
     @api.post("/search", response_model=SearchResponse, tags=["read"])
     def search(body: SearchRequest, who: Caller) -> SearchResponse:
@@ -142,10 +134,10 @@ def router(state: ServerState) -> APIRouter:
             types=body.types,
             mode=body.mode,
         )
-        return SearchResponse(hits=[HitOut.of(h) for h in hits])
+        return SearchResponse(hits=hits)
 
-    @api.post("/inject", response_model=InjectResponse, tags=["read"])
-    def inject(body: InjectRequest, who: Caller) -> InjectResponse:
+    @api.post("/inject", response_model=Injection, tags=["read"])
+    def inject(body: InjectRequest, who: Caller) -> Injection:
         """The block to insert before this turn, its items with scores, and what was left out
         (``skipped``, by reason)."""
         result = state.engine.inject(
@@ -155,19 +147,19 @@ def router(state: ServerState) -> APIRouter:
             agent=body.agent,
             recent=body.recent,
         )
-        return InjectResponse.of(result)
+        return result
 
-    @api.get("/sessions/{session_id}", response_model=SessionOut, tags=["sessions"])
+    @api.get("/sessions/{session_id}", response_model=SessionState, tags=["sessions"])
     def session(
         session_id: str, who: Caller, owner: Owner = None, agent: Agent = None
-    ) -> SessionOut:
-        return SessionOut.of(state.engine.session(session_id, owner=scope(who, owner), agent=agent))
+    ) -> SessionState:
+        return state.engine.session(session_id, owner=scope(who, owner), agent=agent)
 
-    @api.post("/sessions/{session_id}/reset", response_model=SessionOut, tags=["sessions"])
-    def reset(session_id: str, body: ResetRequest, who: Caller) -> SessionOut:
+    @api.post("/sessions/{session_id}/reset", response_model=SessionState, tags=["sessions"])
+    def reset(session_id: str, body: ResetRequest, who: Caller) -> SessionState:
         """Forget what the session was shown (after compaction, /clear or a resume)."""
         owner = scope(who, body.owner)
-        return SessionOut.of(state.engine.reset_session(session_id, body.reason, owner=owner))
+        return state.engine.reset_session(session_id, body.reason, owner=owner)
 
     @api.get("/dedup-log", response_model=DedupLogPage, tags=["read"])
     def dedup_log(
@@ -184,7 +176,7 @@ def router(state: ServerState) -> APIRouter:
         )
         more = len(rows) > start + limit
         return DedupLogPage(
-            items=[DedupLogOut.of(e) for e in rows[start : start + limit]],
+            items=rows[start : start + limit],
             next_cursor=str(start + limit) if more else None,
         )
 
