@@ -239,3 +239,12 @@ def test_every_call_is_logged_with_model_tokens_and_latency(
     assert "model=test-model" in ok and f"tokens_in={TOKENS_IN}" in ok
     assert f"tokens_out={TOKENS_OUT}" in ok and "latency_s=" in ok and "ok=True" in ok
     assert "ok=False" in failed
+
+
+def test_a_provider_whose_sdk_is_missing_names_the_extra_to_install(
+    kind: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, kind, None)  # ``import kind`` now raises ImportError
+    with pytest.raises(ConfigError) as err:
+        make_llm(LLMSettings(provider=kind, model="m", base_url="http://127.0.0.1:9"))  # type: ignore[arg-type]
+    assert "llm.provider" in str(err.value) and "memlane[llm]" in str(err.value)

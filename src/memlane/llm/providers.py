@@ -8,9 +8,11 @@ for — raises :class:`~memlane.errors.LLMError`: the write path falls back, nev
 
 from __future__ import annotations
 
+import importlib
 import logging
 import os
 import time
+from types import ModuleType
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
@@ -40,6 +42,16 @@ def _api_key(settings: LLMSettings) -> str:
     )
 
 
+def _sdk(provider: str) -> ModuleType:
+    """The provider's SDK module (``openai`` / ``anthropic``), imported only when configured."""
+    try:
+        return importlib.import_module(provider)
+    except ImportError:
+        raise ConfigError(
+            "llm.provider", provider, "install the SDK: pip install 'memlane[llm]'"
+        ) from None
+
+
 def _json_text(text: str) -> str:
     """The JSON object in ``text``: code fences and prose around it removed."""
     start, end = text.find("{"), text.rfind("}")
@@ -49,12 +61,21 @@ def _json_text(text: str) -> str:
 class ChatLLM:
     """What both providers share: prompts, validation, logging and counting."""
 
+    #: The SDK's module name and its client class, filled in by each provider.
     provider = "?"
+    _client_class = "?"
 
     def __init__(self, settings: LLMSettings) -> None:
         self.settings = settings
         self.model = settings.model
         self.stats = LLMStats()
+        #: Both SDKs' clients take the same four arguments (and retry 429/5xx themselves).
+        self._client: Any = getattr(_sdk(self.provider), self._client_class)(
+            api_key=_api_key(settings),
+            base_url=settings.base_url,
+            timeout=settings.timeout_s,
+            max_retries=settings.max_retries,
+        )
 
     def _complete(self, system: str, user: str, name: str, schema: dict[str, Any]) -> Any:
         """One call: returns ``(text, tokens_in, tokens_out)``."""
@@ -116,20 +137,7 @@ class OpenAILLM(ChatLLM):
 
     provider = "openai"
 
-    def __init__(self, settings: LLMSettings) -> None:
-        super().__init__(settings)
-        try:
-            import openai
-        except ImportError:
-            raise ConfigError(
-                "llm.provider", "openai", "install the SDK: pip install 'memlane[llm]'"
-            ) from None
-        self._client = openai.OpenAI(
-            api_key=_api_key(settings),
-            base_url=settings.base_url,
-            timeout=settings.timeout_s,
-            max_retries=settings.max_retries,
-        )
+    _client_class = "OpenAI"
 
     def _complete(self, system: str, user: str, name: str, schema: dict[str, Any]) -> Any:
         s = self.settings
@@ -157,20 +165,7 @@ class AnthropicLLM(ChatLLM):
 
     provider = "anthropic"
 
-    def __init__(self, settings: LLMSettings) -> None:
-        super().__init__(settings)
-        try:
-            import anthropic
-        except ImportError:
-            raise ConfigError(
-                "llm.provider", "anthropic", "install the SDK: pip install 'memlane[llm]'"
-            ) from None
-        self._client = anthropic.Anthropic(
-            api_key=_api_key(settings),
-            base_url=settings.base_url,
-            timeout=settings.timeout_s,
-            max_retries=settings.max_retries,
-        )
+    _client_class = "Anthropic"
 
     def _complete(self, system: str, user: str, name: str, schema: dict[str, Any]) -> Any:
         s = self.settings
