@@ -424,6 +424,35 @@ def test_injection_event_rows_and_trace(
     assert first.elapsed_ms >= 0
 
 
+def test_the_turn_is_logged_after_its_writes_commit(store_backend: Backend) -> None:
+    """A log handler that blocks (``memlane serve`` with a stderr pipe nobody reads) must not
+    hold the store's write lock: while the turn's INFO line is emitted, another engine on the
+    same store can write at once."""
+    engine = store_backend.engine()
+    other = store_backend.engine(store={"busy_timeout_ms": 100})
+    engine.add(PEANUTS)
+    written: list[str] = []
+
+    class WriteWhileLogging(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            if record.getMessage().startswith("inject session="):
+                text = ("Carol plays the cello", "Dan repairs old bicycles")[len(written)]
+                written.append(other.add(text).decision.value)
+
+    handler = WriteWhileLogging(logging.INFO)
+    logger = logging.getLogger("memlane.injection")
+    logger.addHandler(handler)
+    old_level = logger.level
+    logger.setLevel(logging.INFO)
+    try:
+        engine.inject("s", QUESTION)
+        engine.inject("s", "ok")  # the trivial path records a turn too
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(old_level)
+    assert written == ["added", "added"]
+
+
 # --- sessions: bad input, state ----------------------------------------------------------------
 
 

@@ -106,6 +106,18 @@ class Injector:
                 list of str. Nothing is recorded for the session then.
             StoreError: the store failed; nothing was recorded (the turn was not counted).
         """
+        result = self._inject(session, text, owner, agent, recent)
+        self._log(result)
+        return result
+
+    def _inject(
+        self,
+        session: str,
+        text: str,
+        owner: str,
+        agent: str | None,
+        recent: Sequence[str] | None,
+    ) -> Injection:
         started = time.perf_counter()
         check_session(session)
         if not isinstance(text, str):
@@ -257,26 +269,7 @@ class Injector:
             )
             if ids:
                 self.store.record_access(turn.owner, ids)
-        for item in items:
-            log.debug(
-                "inject session=%s turn=%d id=%s type=%s source=%s score=%.5f",
-                turn.session,
-                number,
-                item.memory.id,
-                item.memory.type.value,
-                item.source,
-                item.score,
-            )
-        elapsed = (time.perf_counter() - turn.started) * 1000.0
-        log.info(
-            "inject session=%s turn=%d injected=%d pinned=%d skipped=%s elapsed_ms=%.1f",
-            turn.session,
-            number,
-            len(items),
-            len(pinned),
-            skipped,
-            elapsed,
-        )
+        elapsed = (time.perf_counter() - turn.started) * 1000.0  # with the record's writes
         return Injection(
             session=turn.session,
             turn=number,
@@ -284,6 +277,31 @@ class Injector:
             items=items,
             skipped=skipped,
             elapsed_ms=round(elapsed, 3),
+        )
+
+    @staticmethod
+    def _log(result: Injection) -> None:
+        """One INFO line per turn (DEBUG: one per item). Called after the turn's transaction has
+        committed: a log handler that blocks (a full stderr pipe nobody reads) must never hold
+        the store's write lock."""
+        for item in result.items:
+            log.debug(
+                "inject session=%s turn=%d id=%s type=%s source=%s score=%.5f",
+                result.session,
+                result.turn,
+                item.memory.id,
+                item.memory.type.value,
+                item.source,
+                item.score,
+            )
+        log.info(
+            "inject session=%s turn=%d injected=%d pinned=%d skipped=%s elapsed_ms=%.1f",
+            result.session,
+            result.turn,
+            len(result.items),
+            sum(item.source == "pinned" for item in result.items),
+            dict(result.skipped),
+            result.elapsed_ms,
         )
 
 
