@@ -21,14 +21,12 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from memlane.errors import (
     ConfigError,
-    EmbeddingError,
     InvalidArgument,
     InvalidMemory,
     LLMError,
     MemlaneError,
     NotFound,
     StoreBusy,
-    StoreError,
 )
 from memlane.server import pages, routes, settings_routes
 from memlane.server.auth import AuthError, caller
@@ -51,9 +49,7 @@ def status_of(exc: MemlaneError) -> int:
         return 503
     if isinstance(exc, LLMError):
         return 502
-    if isinstance(exc, StoreError | EmbeddingError):
-        return 500
-    return 500
+    return 500  # StoreError, EmbeddingError and any other: the service failed, not the request
 
 
 _TITLES = {
