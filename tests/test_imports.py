@@ -50,7 +50,7 @@ def _matching(modules: list[str], *prefixes: str) -> list[str]:
 
 
 def test_import_memlane_loads_no_framework_and_no_evaluation() -> None:
-    modules = _loaded_after("import memlane")
+    modules = _loaded_after("import memlane\nmemlane.MemoryEngine")
     assert "memlane.engine" in modules  # the check sees memlane's own modules
     assert _matching(modules, "memlane.eval") == []
     assert _matching(modules, *FRAMEWORKS) == []
