@@ -174,3 +174,22 @@ def test_checked_in_plugin_is_the_generated_one(tmp_path: Path) -> None:
     }
     hooks = json.loads(generated["hooks/hooks.json"])["hooks"]
     assert commands({"hooks": hooks}, "UserPromptSubmit") == ["memlane hook UserPromptSubmit"]
+
+
+def test_mcp_install_registers_memlane_in_mcp_json(tmp_path: Path) -> None:
+    path = tmp_path / ".mcp.json"
+    other = {"mcpServers": {"github": {"command": "gh-mcp", "args": []}}}
+    path.write_text(json.dumps(other))
+    args = ("mcp", "install", "--project-dir", str(tmp_path), "--command", CMD)
+    first = cli(*args)
+    assert first.exit_code == 0, first.output
+    assert json.loads(path.read_text()) == {
+        "mcpServers": {**other["mcpServers"], "memlane": {"command": CMD, "args": ["mcp"]}}
+    }
+    assert json.loads(path.with_name(".mcp.json.memlane-backup").read_text()) == other
+    text = path.read_text()
+    assert "nothing to change" in cli(*args).output and path.read_text() == text
+    path.write_text("{not json")
+    bad = cli(*args)
+    assert bad.exit_code == 3 and "not valid JSON" in bad.output
+    assert path.read_text() == "{not json"
