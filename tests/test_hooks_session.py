@@ -12,6 +12,7 @@ to ``<tmp>/session-transcript.txt``.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from itertools import pairwise
 from pathlib import Path
 
 import pytest
@@ -136,7 +137,7 @@ def test_scripted_30_turn_session(
         return any(a < before <= b for before, _ in resets)
 
     for topic, turns in injected_at.items():  # never twice within the window without a reset
-        for a, b in zip(turns, turns[1:], strict=False):
+        for a, b in pairwise(turns):
             assert b - a >= DEPTH or reset_between(a, b), (topic, a, b)
     assert 15 in injected_at["tests"] or 5 in injected_at["tests"]
     assert COMPACT_BEFORE in injected_at["tests"]  # re-injected right after the compaction
