@@ -9,11 +9,31 @@ for ``memlane.cli`` used as a library.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
+from rich.table import Table
 
-from memlane.cli.app import HomeOption, app, err, handle_errors, out
+from memlane.cli.app import (
+    HomeOption,
+    JsonOption,
+    app,
+    err,
+    handle_errors,
+    out,
+    print_json,
+    progress_bar,
+)
+from memlane.cli.bench import (
+    BatchOption,
+    BenchHomeOption,
+    CacheOption,
+    MemoriesOption,
+    RebuildOption,
+    SeedOption,
+    _prepare,
+    bench_app,
+)
 
 
 @app.command("hook")
@@ -178,3 +198,81 @@ def plugin_cmd(
     with handle_errors():
         for path in write_plugin(folder, __version__):
             out.print(str(path), highlight=False)
+
+
+@bench_app.command("hooks")
+def bench_hooks_cmd(
+    memories: MemoriesOption = 10_000,
+    prompts: Annotated[
+        int, typer.Option("--prompts", min=1, help="Hook runs timed per path (fresh processes).")
+    ] = 100,
+    mcp: Annotated[
+        bool, typer.Option("--mcp/--no-mcp", help="Also time recall/context_for_turn over MCP.")
+    ] = True,
+    seed: SeedOption = 0,
+    batch: BatchOption = 256,
+    home: BenchHomeOption = None,
+    cache_dir: CacheOption = None,
+    rebuild: RebuildOption = False,
+    json_out: JsonOption = False,
+) -> None:
+    """Time `memlane hook UserPromptSubmit` as a fresh process per prompt, without a server
+    (cold: the model loads in the hook) and with `memlane serve` running; then MCP recall and
+    context_for_turn in one session. Runs on a copy of the cached store of N memories.
+
+    Example: memlane bench hooks --memories 10000 --json
+    """
+    from memlane.eval.bench.hooks import run_hooks
+
+    with handle_errors():
+        prepared = _prepare(memories, seed, home, cache_dir, rebuild, batch)
+        with progress_bar(transient=True) as bar:
+            tasks: dict[str, Any] = {}
+
+            def update(label: str, done: int, total: int) -> None:
+                if label not in tasks:
+                    tasks[label] = bar.add_task(f"hook, {label}", total=total)
+                bar.update(tasks[label], completed=done)
+
+            result = run_hooks(prepared, seed=seed, prompts=prompts, mcp=mcp, progress=update)
+    if json_out:
+        print_json(result)
+        return
+    table = Table(
+        title=f"bench hooks: {result['memories']:,} memories ({result['embedder']}), "
+        f"{prompts} prompts, a fresh process each",
+        title_justify="left",
+    )
+    for col in ("what", "p50 ms", "p95 ms", "max ms", "printed", "failures"):
+        table.add_column(col, justify="right")
+    for label, key in (
+        ("hook, memlane serve", "hook_with_server"),
+        ("hook, no server", "hook_without_server"),
+    ):
+        r = result[key]
+        table.add_row(
+            label,
+            f"{r['p50_ms']:.1f}",
+            f"{r['p95_ms']:.1f}",
+            f"{r['max_ms']:.1f}",
+            str(r["printed"]),
+            str(r["failures"]),
+        )
+    if result["mcp"]:
+        for tool in ("recall", "context_for_turn"):
+            r = result["mcp"][tool]
+            table.add_row(
+                f"MCP {tool}",
+                f"{r['p50_ms']:.1f}",
+                f"{r['p95_ms']:.1f}",
+                f"{r['max_ms']:.1f}",
+                "-",
+                str(result["mcp"]["errors"]),
+            )
+    out.print(table)
+    goals = result["goals"]
+    err.print(
+        f"goals: p95 with the server <= {goals['server_p95_ms']:.0f} ms: "
+        f"{'met' if goals['server_p95_met'] else 'NOT met'}; cold <= {goals['cold_ms']:.0f} ms: "
+        f"{'met' if goals['cold_p95_met'] else 'NOT met'} (p95)"
+    )
