@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import builtins
 import os
-from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from memlane.config import Settings
 from memlane.dedup.write import MemoryInput, WritePath, check_scope
@@ -41,6 +41,9 @@ from memlane.types import (
     WriteResult,
     parse_type,
 )
+
+if TYPE_CHECKING:
+    from memlane.dedup.janitor import JanitorReport
 
 __all__ = ["MemoryEngine", "MemoryInput"]
 
@@ -199,6 +202,32 @@ class MemoryEngine:
         if session:  # only after the memories are written: a failure re-reads these messages
             self.store.set_learned_messages(owner, session, len(talk))
         return results
+
+    def janitor(
+        self,
+        *,
+        owner: str | None = None,
+        dry_run: bool = False,
+        progress: Callable[[str, int, int], None] | None = None,
+    ) -> JanitorReport:
+        """Find duplicate clusters among stored memories and merge each into one (see
+        :mod:`memlane.dedup.janitor`): of ``owner``, or of every owner one at a time (never
+        across owners). ``dry_run``: plan only, nothing written. ``progress(label, done,
+        total)`` is called as the work advances.
+
+        Raises:
+            InvalidArgument: an empty or non-string ``owner``.
+            StoreError: the store failed (the cluster being merged is rolled back whole).
+        """
+        from memlane.dedup.janitor import Janitor
+
+        if owner is None:
+            owners = sorted({o for o, _, status, n in self.store.counts() if status == "active"})
+        else:
+            _check_owner(owner, None)
+            owners = [owner]
+        janitor = Janitor(self.store, self.embeddings, self.settings.dedup, self.llm)
+        return janitor.run(owners, dry_run=dry_run, progress=progress)
 
     def llm_stats(self) -> dict[str, Any]:
         """The LLM's counters: provider, model, calls, failures, tokens in/out, latency."""

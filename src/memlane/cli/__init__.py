@@ -5,6 +5,7 @@ from __future__ import annotations
 from memlane.cli import (  # noqa: F401  (registers commands)
     bench,
     dedup,
+    janitor,
     learn,
     memories,
     read,

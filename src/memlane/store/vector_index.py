@@ -67,6 +67,35 @@ class OwnerIndex:
             self._index.add(keys, vecs, threads=0 if len(keys) >= 64 else 1)
         self.watermark = max(self.watermark, watermark)
 
+    def keys(self) -> NDArray[np.uint64]:
+        """Every key in the index (active rows), shape ``(n,)``."""
+        return np.asarray(self._index.keys, dtype=np.uint64)
+
+    def vectors(self, keys: NDArray[np.uint64]) -> Vector:
+        """The stored vectors of ``keys`` (all in the index), shape ``(len(keys), dimension)``."""
+        if len(keys) == 0:
+            return np.zeros((0, self.dimension), dtype=np.float32)
+        return np.asarray(self._index.get(keys, dtype="f32"), dtype=np.float32).reshape(
+            len(keys), self.dimension
+        )
+
+    def search_many(
+        self, vectors: Vector, k: int
+    ) -> tuple[NDArray[np.uint64], NDArray[np.float32], NDArray[np.int64]]:
+        """Nearest ``k`` of each row of ``vectors`` (all cores): keys ``(m, k)``, cosines
+        ``(m, k)`` and the count of valid columns per row ``(m,)``."""
+        n = len(self._index)
+        k = min(k, n)
+        m = len(vectors)
+        if m == 0 or k <= 0:
+            empty = np.zeros((m, 0))
+            return empty.astype(np.uint64), empty.astype(np.float32), np.zeros(m, np.int64)
+        found = self._index.search(vectors, k, exact=n < self.exact_below, threads=0)
+        keys = np.asarray(found.keys, dtype=np.uint64).reshape(m, -1)
+        cos = 1.0 - np.asarray(found.distances, dtype=np.float32).reshape(m, -1)
+        counts = np.asarray(getattr(found, "counts", [len(found)]), dtype=np.int64).reshape(m)
+        return keys, cos.astype(np.float32), counts
+
     def search(self, vector: Vector, k: int) -> list[tuple[int, float]]:
         """Nearest ``k`` keys with cosine similarity, best first."""
         n = len(self._index)
