@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from memlane.cli import (  # noqa: F401  (registers commands)
     bench,
+    bench_janitor,
     dedup,
     janitor,
     learn,

@@ -175,24 +175,31 @@ def clusters_of(pairs: Sequence[CandidatePair]) -> list[tuple[list[str], float]]
 
 def passes(a: str, b: str) -> bool:
     """Two texts may be merged without a model (the near-identical guard, either order)."""
-    return compound_variant(a, b) or compare(a, b).verdict in _PASS
+    return compare(a, b).verdict in _PASS or compound_variant(a, b)
+
+
+#: The verdict of ``compare(b, a)`` given that of ``compare(a, b)``.
+_INVERSE = {GuardVerdict.EXTENDS: GuardVerdict.NARROWS, GuardVerdict.NARROWS: GuardVerdict.EXTENDS}
 
 
 def guard_winner(members: Sequence[Memory]) -> tuple[Memory | None, str]:
     """The text that wins a cluster without a model (oldest-first ``members``): the newest whose
     text holds every other member's; ``(None, why)`` when a pair fails the guard or no member
-    holds all the others."""
-    for x, y in combinations(members, 2):
-        if not passes(x.content, y.content):
-            why = compare(x.content, y.content).reason
-            return None, f"{x.id} and {y.id} fail the near-identical guard ({why})"
-    for w in reversed(members):  # newest first
-        if all(
-            m is w
-            or compound_variant(m.content, w.content)
-            or compare(m.content, w.content).verdict in _HOLDS
-            for m in members
-        ):
+    holds all the others. Each pair is compared once."""
+    holds: dict[tuple[int, int], bool] = {}  # (i, j): member j's text holds member i's
+    for (i, x), (j, y) in combinations(enumerate(members), 2):
+        result = compare(x.content, y.content)
+        verdict = result.verdict
+        if verdict not in _PASS:
+            if not compound_variant(x.content, y.content):
+                why = f"{x.id} and {y.id} fail the near-identical guard ({result.reason})"
+                return None, why
+            verdict = GuardVerdict.SAME
+        holds[(i, j)] = verdict in _HOLDS
+        holds[(j, i)] = _INVERSE.get(verdict, verdict) in _HOLDS
+    for j in reversed(range(len(members))):  # newest first
+        if all(holds[(i, j)] for i in range(len(members)) if i != j):
+            w = members[j]
             return w, f"near-identical; the newest text holding every member's words ({w.id})"
     return None, "near-identical pairs, but no member's text holds every other's words"
 

@@ -32,6 +32,10 @@ if TYPE_CHECKING:
 
 #: Memories per batch query of the ANN index (bounds the memory of one step: 2,048 x dimension).
 BLOCK = 2048
+#: HNSW search breadth of the batch queries (the index's own is 96, for search). Measured here on
+#: 20,000 clustered 384-dim vectors, 11 neighbours: 96 -> 0.76 ms a query, recall 1.0; 24 -> 0.24
+#: ms, recall 0.998 (a pair the index misses may still come from a shared rare token).
+EXPANSION = 24
 
 
 def _pair_ids(a: NDArray[np.uint64], b: NDArray[np.uint64]) -> NDArray[np.uint64]:
@@ -64,7 +68,7 @@ def candidate_pairs(
     sims: list[NDArray[np.float32]] = []
     for start in range(0, n, BLOCK):
         block = keys[start : start + BLOCK]
-        found, cos, counts = vectors.search_many(vectors.vectors(block), neighbours + 1)
+        found, cos, counts = vectors.search_many(vectors.vectors(block), neighbours + 1, EXPANSION)
         cols = np.arange(found.shape[1])
         valid = (cols[None, :] < counts[:, None]) & (found != block[:, None])
         q = np.broadcast_to(block[:, None], found.shape)[valid]
