@@ -120,6 +120,7 @@ def test_a_near_identical_cluster_is_merged_with_its_provenance(engine: MemoryEn
     assert [m.content for m in engine.list()] == [UNRELATED, CAT_3]
     log = engine.dedup_log()
     assert {(e.decision, e.new_text, e.existing_id) for e in log} == {
+        (Decision.JANITOR_MERGE, CAT, a.id),  # the survivor's own old text: reversible too
         (Decision.JANITOR_MERGE, CAT_2, a.id),
         (Decision.JANITOR_MERGE, CAT_3, a.id),
     }

@@ -44,6 +44,7 @@ from memlane.types import (
 
 if TYPE_CHECKING:
     from memlane.dedup.janitor import JanitorReport
+    from memlane.dedup.review import Reviewer, ReviewOutcome
 
 __all__ = ["MemoryEngine", "MemoryInput"]
 
@@ -228,6 +229,50 @@ class MemoryEngine:
             owners = [owner]
         janitor = Janitor(self.store, self.embeddings, self.settings.dedup, self.llm)
         return janitor.run(owners, dry_run=dry_run, progress=progress)
+
+    # ------------------------------------------------------------------ review
+    def _reviewer(self) -> Reviewer:
+        from memlane.dedup.review import Reviewer
+
+        return Reviewer(self.store, self.writer, self.llm)
+
+    def review_pending(
+        self, *, owner: str = "default", limit: int = 100
+    ) -> builtins.list[DedupLogEntry]:
+        """``owner``'s unreviewed dedup-log rows, oldest first (unreviewed ``hash_exact`` rows
+        are confirmed first: they need no review). See :mod:`memlane.dedup.review`."""
+        _check_owner(owner, None)
+        return self._reviewer().pending(owner, limit)
+
+    def review(self, entry_id: int, action: str, *, owner: str = "default") -> ReviewOutcome:
+        """``confirm`` or ``reverse`` one dedup-log row. Reversing restores the offered text as
+        a memory unless a live memory of the scope has the same hash (``conflict``: reported,
+        nothing written).
+
+        Raises:
+            NotFound: no such row for ``owner``.
+            InvalidArgument: an unknown action; a row already reversed, or whose decision stored
+                the text (nothing to restore).
+        """
+        _check_owner(owner, None)
+        reviewer = self._reviewer()
+        if action == "confirm":
+            return reviewer.confirm(owner, entry_id)
+        if action == "reverse":
+            return reviewer.reverse(owner, entry_id)
+        raise InvalidArgument(f"unknown review action {action!r}; valid: confirm, reverse")
+
+    def review_with_llm(
+        self,
+        *,
+        owner: str = "default",
+        limit: int = 100,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> builtins.list[ReviewOutcome]:
+        """Ask the configured LLM about the unreviewed rejections made without one; each is
+        confirmed or reversed. Raises :class:`ConfigError` without an LLM."""
+        _check_owner(owner, None)
+        return self._reviewer().ask_llm(owner, limit, progress)
 
     def llm_stats(self) -> dict[str, Any]:
         """The LLM's counters: provider, model, calls, failures, tokens in/out, latency."""

@@ -11,6 +11,7 @@ from memlane.cli import (  # noqa: F401  (registers commands)
     memories,
     read,
     replay,
+    review,
     serve,
     session,
 )

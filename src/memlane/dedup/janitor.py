@@ -376,7 +376,9 @@ class Janitor:
                     reason=ChangeReason.JANITOR_MERGE,
                 ),
             )
-            for m in group[1:]:
+            # one row per text the merge took out of the store (the survivor's old one too), so
+            # a review can reverse it; a text that lives on is not one
+            for m in (x for x in group if x.content != plan.text or x.id != plan.survivor):
                 store.log_dedup(
                     NewDedupLog(
                         owner=owner,
