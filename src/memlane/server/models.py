@@ -108,6 +108,8 @@ class StatsOut(BaseModel):
     store_bytes: int
     model: str
     uptime_s: float
+    #: The LLM's counters since start: provider, model, calls, failures, tokens in/out, latency.
+    llm: dict[str, Any] = Field(default_factory=dict)
 
 
 class HealthOut(BaseModel):

@@ -201,6 +201,7 @@ def router(state: ServerState) -> APIRouter:
             store_bytes=size if who.owner is None else 0,
             model=state.engine.embedder.name,
             uptime_s=round(state.uptime_s(), 3),
+            llm=state.engine.llm_stats() if who.owner is None else {},
         )
 
     return api
