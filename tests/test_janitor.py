@@ -295,3 +295,17 @@ def test_janitor_properties(fresh_engine: Callable[[], MemoryEngine], items: lis
             assert len({x.owner for x in plan.members}) == 1
     second = engine.janitor()
     assert second.merged == 0 and second.absorbed == 0
+
+
+def test_search_skips_expired_memories_unless_asked(engine: MemoryEngine) -> None:
+    a, b, other = plant(engine, [CAT, CAT_2, "Alice keeps her cat's vet records in a folder"])
+    engine.janitor()  # b is merged into a: superseded (expired)
+    engine.forget(other.id)
+    default = {h.memory.id for h in engine.search("Alice Paris cat")}
+    assert default == {a.id}
+    hits = engine.search("Alice Paris cat", include_inactive=True)
+    assert {h.memory.id for h in hits} == {a.id, b.id}  # a forgotten memory never returns
+    expired = next(h for h in hits if h.memory.id == b.id)
+    assert expired.memory.status is Status.SUPERSEDED and "expired" in expired.ranks
+    injected = engine.inject("s1", "Where does Alice live with her cat?")
+    assert {i.memory.id for i in injected.items} <= {a.id}  # injection never shows expired ones

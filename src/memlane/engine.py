@@ -403,11 +403,19 @@ class MemoryEngine:
         limit: int = 10,
         types: Sequence[MemoryType | str] | None = None,
         mode: str = "hybrid",
+        include_inactive: bool = False,
     ) -> builtins.list[SearchHit]:
-        """Hybrid search (see :mod:`memlane.retrieval`). Raises :class:`InvalidArgument`."""
+        """Hybrid search (see :mod:`memlane.retrieval`); expired (superseded) memories only
+        with ``include_inactive``. Raises :class:`InvalidArgument`."""
         _check_owner(owner, agent)
         return self.retriever.search(
-            query, owner=owner, agent=agent, limit=limit, types=types, mode=mode
+            query,
+            owner=owner,
+            agent=agent,
+            limit=limit,
+            types=types,
+            mode=mode,
+            include_inactive=include_inactive,
         )
 
     # ------------------------------------------------------------------ injection

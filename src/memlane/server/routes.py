@@ -133,6 +133,7 @@ def router(state: ServerState) -> APIRouter:
             limit=body.limit,
             types=body.types,
             mode=body.mode,
+            include_inactive=body.include_inactive,
         )
         return SearchResponse(hits=hits)
 
