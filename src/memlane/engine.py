@@ -427,10 +427,15 @@ class MemoryEngine:
         owner: str = "default",
         agent: str | None = None,
         recent: Sequence[str] | None = None,
+        max_chars: int | None = None,
     ) -> Injection:
-        """The memories to inject before this turn (see :mod:`memlane.injection`)."""
+        """The memories to inject before this turn (see :mod:`memlane.injection`); with
+        ``max_chars`` the block is at most that many characters (lowest-ranked items left out,
+        only what is in the block recorded as injected)."""
         _check_owner(owner, agent)
-        return self.injector.inject(session, text, owner=owner, agent=agent, recent=recent)
+        return self.injector.inject(
+            session, text, owner=owner, agent=agent, recent=recent, max_chars=max_chars
+        )
 
     def reset_session(
         self, session: str, reason: ResetReason | str, *, owner: str = "default"

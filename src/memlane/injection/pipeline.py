@@ -72,8 +72,13 @@ def format_block(pinned: Sequence[Memory], contextual: Sequence[Memory]) -> str 
     for header, memories in ((PINNED_HEADER, pinned), (CONTEXTUAL_HEADER, contextual)):
         if memories:
             lines.append(header)
-            lines.extend(f"[{m.type.value}] {' '.join(m.content.split())}" for m in memories)
+            lines.extend(_line(m) for m in memories)
     return "\n".join(lines)
+
+
+def _line(memory: Memory) -> str:
+    """One memory's line in the block: ``[type] content`` with its whitespace folded."""
+    return f"[{memory.type.value}] {' '.join(memory.content.split())}"
 
 
 class Injector:
@@ -98,15 +103,25 @@ class Injector:
         owner: str = "default",
         agent: str | None = None,
         recent: Sequence[str] | None = None,
+        max_chars: int | None = None,
     ) -> Injection:
         """Decide what to inject before this turn of ``session`` (see module docstring).
+
+        ``max_chars``: the longest ``block`` allowed, in characters (a client's limit, such as
+        Claude Code's ~10,000 for hook output): items that would push the block past it are
+        left out (``skipped["budget"]``), lowest-ranked first since items are taken in rank
+        order; only the items in the block are recorded as injected. ``None``: no limit.
 
         Raises:
             InvalidArgument: empty session id, empty text or not a string, or ``recent`` not a
                 list of str. Nothing is recorded for the session then.
             StoreError: the store failed; nothing was recorded (the turn was not counted).
         """
-        result = self._inject(session, text, owner, agent, recent)
+        if max_chars is not None and (
+            isinstance(max_chars, bool) or not isinstance(max_chars, int) or max_chars < 1
+        ):
+            raise InvalidArgument(f"max_chars must be a positive integer, got {max_chars!r}")
+        result = self._inject(session, text, owner, agent, recent, max_chars)
         self._log(result)
         return result
 
@@ -117,6 +132,7 @@ class Injector:
         owner: str,
         agent: str | None,
         recent: Sequence[str] | None,
+        max_chars: int | None = None,
     ) -> Injection:
         started = time.perf_counter()
         check_session(session)
@@ -174,7 +190,7 @@ class Injector:
             window = set(injected_within(state, state.turn, cfg.context_window_depth))
             same_session = store.session_memory_ids(owner, session, state.last_reset_at)
             pinned, contextual = self._select(
-                owner, cfg, pinned_pool, contextual_pool, window, same_session, skipped
+                owner, cfg, pinned_pool, contextual_pool, window, same_session, skipped, max_chars
             )
             return self._finish(turn, state.turn, pinned, contextual, query, True)
 
@@ -187,9 +203,11 @@ class Injector:
         window: set[str],
         same_session: set[str],
         skipped: Counter[str],
+        max_chars: int | None = None,
     ) -> tuple[list[tuple[Memory, float]], list[tuple[Memory, float]]]:
         """Steps 4-6: what of the pools is injected (pinned, contextual), counting what is
-        left out in ``skipped``."""
+        left out in ``skipped``; with ``max_chars`` the block :func:`format_block` makes of
+        them is at most that long."""
         # Step 5: dedup. Vectors of the window and the candidates, for the semantic buffer: one
         # row a memory shown within the window or chosen for this block.
         candidate_ids = [m.id for m, _ in pinned_pool + contextual_pool]
@@ -201,6 +219,7 @@ class Injector:
         chosen: dict[str, list[tuple[Memory, float]]] = {"pinned": [], "contextual": []}
         budget_chars = cfg.max_tokens * 4 if cfg.max_tokens else None
         used_chars = 0
+        block_chars = len(INJECTION_BLOCK_PREFIX)  # the length format_block's text will have
         total = 0
         seen_contextual = 0
         for source, pool in (("pinned", pinned_pool), ("contextual", contextual_pool)):
@@ -233,6 +252,13 @@ class Injector:
                 if budget_chars is not None and used_chars + cost > budget_chars:
                     skipped["budget"] += 1
                     continue
+                line = 1 + len(_line(memory))  # "\n" + the line
+                if not chosen[source]:  # "\n" + the section's header
+                    line += 1 + len(PINNED_HEADER if source == "pinned" else CONTEXTUAL_HEADER)
+                if max_chars is not None and block_chars + line > max_chars:
+                    skipped["budget"] += 1
+                    continue
+                block_chars += line
                 chosen[source].append((memory, score))
                 chosen_ids.add(memory.id)
                 chosen_hashes.add(memory.content_hash)

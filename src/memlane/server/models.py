@@ -92,6 +92,9 @@ class InjectRequest(_In):
     owner: str | None = None
     agent: str | None = None
     recent: list[str] | None = Field(default=None, max_length=50)
+    max_chars: int | None = Field(
+        default=None, ge=1, description="Longest block allowed, in characters (none: no limit)."
+    )
 
 
 class ResetRequest(_In):

@@ -147,6 +147,7 @@ def router(state: ServerState) -> APIRouter:
             owner=scope(who, body.owner),
             agent=body.agent,
             recent=body.recent,
+            max_chars=body.max_chars,
         )
         return result
 
