@@ -20,7 +20,7 @@ from memlane import InvalidArgument, MemoryEngine
 from memlane.config import HooksSettings
 from memlane.history import INJECTION_BLOCK_PREFIX
 from memlane.hooks import transcript
-from memlane.hooks.config import HookConfig, load_config
+from memlane.hooks.config import DEFAULTS, HookConfig, load_config
 from memlane.hooks.run import output
 from server_support import Served, run_server
 
@@ -314,9 +314,7 @@ def test_light_reader_agrees_with_the_settings_class() -> None:
     cfg = HookConfig(home=Path("/x"))
     for name, field in HooksSettings.model_fields.items():
         assert getattr(cfg, name) == field.default, name
-    assert set(HooksSettings.model_fields) == {
-        f for f in HookConfig.__dataclass_fields__ if f not in {"home", "token"}
-    }
+    assert set(HooksSettings.model_fields) == set(DEFAULTS)
     assert transcript.INJECTION_PREFIX == INJECTION_BLOCK_PREFIX
 
 
@@ -395,3 +393,35 @@ def test_engine_max_chars_is_exact_and_checked(seeded: MemoryEngine) -> None:
     with pytest.raises(InvalidArgument, match="max_chars"):
         seeded.inject("m3", ASK, owner=OWNER, max_chars=0)
     assert seeded.session("m3", owner=OWNER).turn == 0
+
+
+def test_session_start_prints_pinned_memories_when_ambient_is_on(
+    store_backend: Backend, seeded: MemoryEngine, tmp_path: Path
+) -> None:
+    """Ambient awareness on: a new session (and one just compacted) starts with the pinned
+    memories as SessionStart context, recorded, so the next prompt does not repeat them."""
+    (store_backend.home / "memlane.toml").write_text(
+        '[injection]\nambient_enabled = true\npinned_types = ["preference"]\n'
+    )
+    with run_server(store_backend) as served:
+        for env in (hook_env(store_backend), hook_env(store_backend, url=served.url)):
+            session = f"a-{env['MEMLANE_HOOKS__URL'][-4:]}"
+            start = claude_payload("SessionStart", session, tmp_path, source="startup")
+            done = run_hook(env, "SessionStart", start)
+            assert json.loads(done.stdout) == {
+                "hookSpecificOutput": {
+                    "hookEventName": "SessionStart",
+                    "additionalContext": "\n".join(
+                        [INJECTION_BLOCK_PREFIX, "[Pinned context]", f"[preference] {CAT}"]
+                    ),
+                }
+            }
+            ask = claude_payload(
+                "UserPromptSubmit", session, tmp_path, prompt="what is the cat called?"
+            )
+            shown = run_hook(env, "UserPromptSubmit", ask).context() or ""
+            assert CAT not in shown  # pinned at the start: not repeated
+            resume = claude_payload("SessionStart", session, tmp_path, source="resume")
+            assert run_hook(env, "SessionStart", resume).stdout == ""
+            compact = claude_payload("SessionStart", session, tmp_path, source="compact")
+            assert f"[preference] {CAT}" in (run_hook(env, "SessionStart", compact).context() or "")

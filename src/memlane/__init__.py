@@ -10,8 +10,7 @@ injects the memories that matter for that turn. Start with :class:`MemoryEngine`
         block = engine.inject("chat-1", "Which theme should the app use?", owner="alice").block
 """
 
-from typing import TYPE_CHECKING
-
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (the hook's fast path)
 if TYPE_CHECKING:  # the names below are imported on first use (PEP 562 ``__getattr__``)
     from memlane.config import Settings
     from memlane.embeddings import Embedder, HashEmbedder, LocalEmbedder

@@ -437,6 +437,19 @@ class MemoryEngine:
             session, text, owner=owner, agent=agent, recent=recent, max_chars=max_chars
         )
 
+    def inject_pinned(
+        self,
+        session: str,
+        *,
+        owner: str = "default",
+        agent: str | None = None,
+        max_chars: int | None = None,
+    ) -> Injection:
+        """Only the pinned memories, for the start of a session (nothing when ambient
+        awareness is off); see :meth:`memlane.injection.Injector.inject_pinned`."""
+        _check_owner(owner, agent)
+        return self.injector.inject_pinned(session, owner=owner, agent=agent, max_chars=max_chars)
+
     def reset_session(
         self, session: str, reason: ResetReason | str, *, owner: str = "default"
     ) -> SessionState:

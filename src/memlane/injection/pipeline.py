@@ -76,6 +76,13 @@ def format_block(pinned: Sequence[Memory], contextual: Sequence[Memory]) -> str 
     return "\n".join(lines)
 
 
+def _check_max_chars(max_chars: object) -> None:
+    if max_chars is not None and (
+        isinstance(max_chars, bool) or not isinstance(max_chars, int) or max_chars < 1
+    ):
+        raise InvalidArgument(f"max_chars must be a positive integer, got {max_chars!r}")
+
+
 def _line(memory: Memory) -> str:
     """One memory's line in the block: ``[type] content`` with its whitespace folded."""
     return f"[{memory.type.value}] {' '.join(memory.content.split())}"
@@ -117,11 +124,50 @@ class Injector:
                 list of str. Nothing is recorded for the session then.
             StoreError: the store failed; nothing was recorded (the turn was not counted).
         """
-        if max_chars is not None and (
-            isinstance(max_chars, bool) or not isinstance(max_chars, int) or max_chars < 1
-        ):
-            raise InvalidArgument(f"max_chars must be a positive integer, got {max_chars!r}")
+        _check_max_chars(max_chars)
         result = self._inject(session, text, owner, agent, recent, max_chars)
+        self._log(result)
+        return result
+
+    def inject_pinned(
+        self,
+        session: str,
+        *,
+        owner: str = "default",
+        agent: str | None = None,
+        max_chars: int | None = None,
+    ) -> Injection:
+        """Only the pinned memories (step 3's ambient awareness), for the start of a session
+        (a coding assistant's ``SessionStart``: no user text yet). With ambient awareness off
+        (``ambient_enabled``, ``pinned_types``) nothing is searched, counted or recorded
+        (``skipped["ambient_off"]``); otherwise the pinned memories not shown within the window
+        are injected as one turn, and recorded, exactly like :meth:`inject`'s.
+
+        Raises:
+            InvalidArgument: empty session id, or a bad ``max_chars``.
+            StoreError: the store failed; nothing was recorded.
+        """
+        started = time.perf_counter()
+        check_session(session)
+        _check_max_chars(max_chars)
+        cfg = self.settings_for(agent)
+        store = self.store
+        skipped: Counter[str] = Counter()
+        turn = _Turn(owner, session, started, skipped)
+        if not (cfg.enabled and cfg.ambient_enabled and cfg.pinned_types and cfg.pinned_limit):
+            skipped["ambient_off"] += 1
+            return self._finish(turn, store.session(owner, session).turn, [], [], None, False)
+        sort = PinnedSort(cfg.pinned_sort)
+        pool = [
+            (m, m.importance)
+            for m in store.pinned(owner, agent, cfg.pinned_types, cfg.pinned_limit, sort)
+        ]
+        with store.transaction():
+            state = store.begin_turn(owner, session, cfg.context_window_depth)
+            window = set(injected_within(state, state.turn, cfg.context_window_depth))
+            same_session = store.session_memory_ids(owner, session, state.last_reset_at)
+            pinned, _ = self._select(owner, cfg, pool, [], window, same_session, skipped, max_chars)
+            result = self._finish(turn, state.turn, pinned, [], None, True)
         self._log(result)
         return result
 

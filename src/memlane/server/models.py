@@ -95,6 +95,10 @@ class InjectRequest(_In):
     max_chars: int | None = Field(
         default=None, ge=1, description="Longest block allowed, in characters (none: no limit)."
     )
+    pinned_only: bool = Field(
+        default=False,
+        description="Only the pinned memories, for a session's start (text is not used).",
+    )
 
 
 class ResetRequest(_In):

@@ -141,6 +141,13 @@ def router(state: ServerState) -> APIRouter:
     def inject(body: InjectRequest, who: Caller) -> Injection:
         """The block to insert before this turn, its items with scores, and what was left out
         (``skipped``, by reason)."""
+        if body.pinned_only:
+            return state.engine.inject_pinned(
+                body.session,
+                owner=scope(who, body.owner),
+                agent=body.agent,
+                max_chars=body.max_chars,
+            )
         result = state.engine.inject(
             body.session,
             body.text,
