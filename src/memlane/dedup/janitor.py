@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from itertools import combinations
 from typing import Any, Literal
 
-from memlane._text import content_hash
+from memlane._text import canonical, content_hash
 from memlane.config import DedupSettings
 from memlane.dedup.guard import GuardVerdict, compare, compound_variant
 from memlane.embeddings.cache import Embeddings
@@ -173,6 +173,12 @@ def clusters_of(pairs: Sequence[CandidatePair]) -> list[tuple[list[str], float]]
     return out
 
 
+def _may_be_compound(a: str, b: str) -> bool:
+    """A cheap necessary condition of :func:`compound_variant`: the canonical texts are equal
+    once their spaces are removed (a compound written apart or joined keeps its letters)."""
+    return "".join(canonical(a).split()) == "".join(canonical(b).split())
+
+
 def passes(a: str, b: str) -> bool:
     """Two texts may be merged without a model (the near-identical guard, either order)."""
     return compare(a, b).verdict in _PASS or compound_variant(a, b)
@@ -191,7 +197,9 @@ def guard_winner(members: Sequence[Memory]) -> tuple[Memory | None, str]:
         result = compare(x.content, y.content)
         verdict = result.verdict
         if verdict not in _PASS:
-            if not compound_variant(x.content, y.content):
+            if not _may_be_compound(x.content, y.content) or not compound_variant(
+                x.content, y.content
+            ):
                 why = f"{x.id} and {y.id} fail the near-identical guard ({result.reason})"
                 return None, why
             verdict = GuardVerdict.SAME
