@@ -261,7 +261,9 @@ class Janitor:
         report.clusters += len(groups)
         ids = [i for g, _ in groups if len(g) <= MAX_CLUSTER for i in g]
         rows = self.store.get_many(owner, ids)
-        kept = self._kept_before(owner) if groups and isinstance(self.llm, Merger) else set()
+        kept: set[str] = (
+            self._kept_before(owner) if groups and isinstance(self.llm, Merger) else set()
+        )
         why_kept = "kept apart by the LLM in an earlier run (the same members)"
         for n, (group, sim) in enumerate(groups, 1):
             if len(group) > MAX_CLUSTER:
