@@ -73,7 +73,15 @@ def test_the_model_may_keep_a_cluster_apart(llm_engine: MemoryEngine, script: Sc
     plant(llm_engine, [AGE_35, AGE_36])
     report = llm_engine.janitor()
     assert report.merged == 0 and report.skipped == {"llm_keep": 1} and report.llm_calls == 1
-    assert llm_engine.count() == 2 and llm_engine.dedup_log() == []
+    assert llm_engine.count() == 2
+    (row,) = llm_engine.dedup_log()  # remembered, confirmed: nothing to review
+    assert row.decision is Decision.LLM_KEEP and row.review_status == "confirmed"
+    assert llm_engine.review_pending() == []
+    again = llm_engine.janitor()  # the same members: not asked again
+    assert again.llm_calls == 0 and again.skipped == {"llm_keep": 1} and len(script.requests) == 1
+    plant(llm_engine, [AGE_35 + " with friends"])  # the cluster changed: asked again
+    script.steps = [answer("keep", [], None, "different ages")]
+    assert llm_engine.janitor().llm_calls == 1
 
 
 def test_the_model_merges_only_the_members_it_names(

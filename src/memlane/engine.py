@@ -168,11 +168,12 @@ class MemoryEngine:
         owner: str = "default",
         agent: str | None = None,
         session: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
     ) -> builtins.list[WriteResult]:
         """Extract memories from a conversation with the configured LLM and offer them to the
         write path as one batch. Injected ``[Context from memory]`` blocks never reach the model.
         With a ``session``, only the messages after those learned from before are read (the
-        same growing history can be passed every turn).
+        same growing history can be passed every turn). ``metadata`` goes on every memory.
 
         Raises:
             ConfigError: no LLM configured (``[llm] provider``).
@@ -198,7 +199,9 @@ class MemoryEngine:
         results: builtins.list[WriteResult] = []
         if transcript.strip():
             extracted = self.llm.extract_memories(transcript)
-            items = to_inputs(extracted, owner=owner, agent=agent, session=session)
+            items = to_inputs(
+                extracted, owner=owner, agent=agent, session=session, metadata=metadata
+            )
             results = self.writer.add_many(items) if items else []
         if session:  # only after the memories are written: a failure re-reads these messages
             self.store.set_learned_messages(owner, session, len(talk))

@@ -55,6 +55,11 @@ def janitor_cmd(
         [
             ("janitor seconds (in the run)", f"{result['seconds']:,.2f}"),
             ("process seconds (start, index load)", f"{result['process_seconds']:,.2f}"),
+            ("process CPU seconds (user + system)", f"{result['process_cpu_seconds']:,.2f}"),
+            (
+                "load average at the end (other jobs)",
+                f"{result['load_average_1min']} on {result['cpus']} CPUs",
+            ),
             ("candidate pairs per memory", f"{result['candidate_pairs_per_memory']:.2f}"),
             ("pairs at or above gray_low", f"{result['pairs']:,}"),
             ("clusters", f"{result['clusters']:,}"),

@@ -28,13 +28,14 @@ A second run finds nothing new: the absorbed members are no longer active, so no
 
 from __future__ import annotations
 
+import hashlib
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from itertools import combinations
 from typing import Any, Literal
 
-from memlane._text import content_hash
+from memlane._text import canonical, content_hash
 from memlane.config import DedupSettings
 from memlane.dedup.guard import GuardVerdict, compare, compound_variant
 from memlane.embeddings.cache import Embeddings
@@ -173,6 +174,12 @@ def clusters_of(pairs: Sequence[CandidatePair]) -> list[tuple[list[str], float]]
     return out
 
 
+def _may_be_compound(a: str, b: str) -> bool:
+    """A cheap necessary condition of :func:`compound_variant`: the canonical texts are equal
+    once their spaces are removed (a compound written apart or joined keeps its letters)."""
+    return "".join(canonical(a).split()) == "".join(canonical(b).split())
+
+
 def passes(a: str, b: str) -> bool:
     """Two texts may be merged without a model (the near-identical guard, either order)."""
     return compare(a, b).verdict in _PASS or compound_variant(a, b)
@@ -191,7 +198,9 @@ def guard_winner(members: Sequence[Memory]) -> tuple[Memory | None, str]:
         result = compare(x.content, y.content)
         verdict = result.verdict
         if verdict not in _PASS:
-            if not compound_variant(x.content, y.content):
+            if not _may_be_compound(x.content, y.content) or not compound_variant(
+                x.content, y.content
+            ):
                 why = f"{x.id} and {y.id} fail the near-identical guard ({result.reason})"
                 return None, why
             verdict = GuardVerdict.SAME
@@ -252,6 +261,10 @@ class Janitor:
         report.clusters += len(groups)
         ids = [i for g, _ in groups if len(g) <= MAX_CLUSTER for i in g]
         rows = self.store.get_many(owner, ids)
+        kept: set[str] = (
+            self._kept_before(owner) if groups and isinstance(self.llm, Merger) else set()
+        )
+        why_kept = "kept apart by the LLM in an earlier run (the same members)"
         for n, (group, sim) in enumerate(groups, 1):
             if len(group) > MAX_CLUSTER:
                 plan = ClusterPlan(
@@ -259,7 +272,14 @@ class Janitor:
                 )
             else:
                 members = sorted((rows[i] for i in group if i in rows), key=_age)
-                plan = self._plan(owner, members, sim, report)
+                if _fingerprint(members) in kept:  # the model kept these apart in a past run
+                    plan = ClusterPlan(
+                        owner, members, sim, "skip", "llm_keep", "llm", reason=why_kept
+                    )
+                else:
+                    plan = self._plan(owner, members, sim, report)
+                if plan.outcome == "llm_keep" and not dry_run and plan.reason != why_kept:
+                    self._remember_kept(plan)
                 if plan.action == "merge":
                     if dry_run:
                         plan.outcome = "planned"
@@ -275,6 +295,34 @@ class Janitor:
             report.plans.append(plan)
             if progress is not None:
                 progress(f"clusters of {owner}", n, len(groups))
+
+    # ------------------------------------------------------------------ the model's "keep"
+    def _kept_before(self, owner: str) -> set[str]:
+        """Fingerprints of the clusters the model kept apart in earlier runs (their
+        ``llm_keep`` rows in the dedup log): not asked again while their members stay the same."""
+        rows = self.store.dedup_log(owner, decision=Decision.LLM_KEEP, limit=1_000_000)
+        return {
+            r.reasoning.split()[1]
+            for r in rows
+            if r.reasoning and r.reasoning.startswith(_KEEP_TAG) and len(r.reasoning.split()) > 1
+        }
+
+    def _remember_kept(self, plan: ClusterPlan) -> None:
+        """One ``llm_keep`` row (confirmed: nothing to review) naming the cluster's fingerprint."""
+        first, second = plan.members[0], plan.members[1]
+        with self.store.transaction():
+            self.store.log_dedup(
+                NewDedupLog(
+                    owner=plan.owner,
+                    new_text=second.content,
+                    existing_id=first.id,
+                    existing_text=first.content,
+                    similarity=round(plan.similarity, 6),
+                    decision=Decision.LLM_KEEP,
+                    reasoning=f"{_KEEP_TAG} {_fingerprint(plan.members)} {plan.reason}".strip(),
+                    review_status=ReviewStatus.CONFIRMED,
+                )
+            )
 
     # ------------------------------------------------------------------ planning
     def _plan(
@@ -392,6 +440,17 @@ class Janitor:
                     )
                 )
         return True
+
+
+#: How an ``llm_keep`` row of the janitor's starts: ``[janitor:keep] <fingerprint> <reasoning>``.
+_KEEP_TAG = "[janitor:keep]"
+
+
+def _fingerprint(members: Sequence[Memory]) -> str:
+    """A cluster's identity: its member ids and their content hashes (a changed member or a new
+    one makes another cluster, which the model is asked about again)."""
+    joined = "|".join(sorted(f"{m.id}:{m.content_hash}" for m in members))
+    return hashlib.sha256(joined.encode()).hexdigest()[:24]
 
 
 def _age(m: Memory) -> tuple[Any, str]:

@@ -36,6 +36,9 @@ BLOCK = 2048
 #: 20,000 clustered 384-dim vectors, 11 neighbours: 96 -> 0.76 ms a query, recall 1.0; 24 -> 0.24
 #: ms, recall 0.998 (a pair the index misses may still come from a shared rare token).
 EXPANSION = 24
+#: How much wider the search is for a memory whose ``neighbours`` nearest are all at or above the
+#: similarity asked for (a dense cluster of near-copies that may hold more members).
+SATURATED = 4
 
 
 def _pair_ids(a: NDArray[np.uint64], b: NDArray[np.uint64]) -> NDArray[np.uint64]:
@@ -68,12 +71,23 @@ def candidate_pairs(
     sims: list[NDArray[np.float32]] = []
     for start in range(0, n, BLOCK):
         block = keys[start : start + BLOCK]
-        found, cos, counts = vectors.search_many(vectors.vectors(block), neighbours + 1, EXPANSION)
-        cols = np.arange(found.shape[1])
-        valid = (cols[None, :] < counts[:, None]) & (found != block[:, None])
-        q = np.broadcast_to(block[:, None], found.shape)[valid]
-        ids.append(_pair_ids(q, found[valid]))
-        sims.append(cos[valid])
+        queries = vectors.vectors(block)
+        found, cos, counts = vectors.search_many(queries, neighbours + 1, EXPANSION)
+        # A memory whose last neighbour is still similar enough may have more: in a dense
+        # region near-copies crowd its list. Those few are asked again, SATURATED times wider.
+        full = (counts == found.shape[1]) & (cos[:, -1] >= min_similarity)
+        parts = [(block[~full], found[~full], cos[~full], counts[~full])]
+        if full.any():
+            wide = vectors.search_many(
+                queries[full], SATURATED * neighbours + 1, SATURATED * EXPANSION
+            )
+            parts.append((block[full], *wide))
+        for rows, f, c, cnt in parts:
+            cols = np.arange(f.shape[1])
+            valid = (cols[None, :] < cnt[:, None]) & (f != rows[:, None])
+            q = np.broadcast_to(rows[:, None], f.shape)[valid]
+            ids.append(_pair_ids(q, f[valid]))
+            sims.append(c[valid])
         if progress is not None:
             progress(min(start + BLOCK, n), n)
     vec_ids, first = np.unique(np.concatenate(ids), return_index=True)

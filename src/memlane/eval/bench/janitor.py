@@ -124,8 +124,11 @@ def run_janitor(
 
     built = build_janitor_store(home, n, seed=seed, near_repeats=near_repeats, progress=progress)
     first, wall = _janitor_child(home)
-    # ru_maxrss: KiB on Linux, the largest of the children waited for (the first run here)
-    peak_kb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    # ru_maxrss: KiB on Linux, the largest of the children waited for (the first run here);
+    # CPU seconds (user + system) of that child: less sensitive than wall time to other jobs
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    peak_kb = usage.ru_maxrss
+    cpu = usage.ru_utime + usage.ru_stime
     second, second_wall = _janitor_child(home)
     askable = sum(
         1
@@ -141,6 +144,9 @@ def run_janitor(
         "build_seconds": round(built["build_seconds"], 2),
         "seconds": first["seconds"],
         "process_seconds": round(wall, 2),
+        "process_cpu_seconds": round(cpu, 2),
+        "load_average_1min": round(os.getloadavg()[0], 2),
+        "cpus": os.cpu_count(),
         "candidate_pairs": first["candidate_pairs"],
         "candidate_pairs_per_memory": first["candidate_pairs_per_memory"],
         "pairs": first["pairs"],
