@@ -224,6 +224,10 @@ class PostgresStore(ReadsMixin, LinksMixin, SessionsMixin, AccessMixin):
         feed's), so that the next call reconnects instead of meeting another dead one."""
         with contextlib.suppress(Exception):
             self._pool.check()
+        with self._cache_lock:
+            if self._feed_conn is not None:
+                self._feed_conn.close()
+                self._feed_conn = None
 
     def _check_open(self) -> None:
         if self._closed:
