@@ -7,6 +7,7 @@ from memlane.cli import (  # noqa: F401  (registers commands)
     dedup,
     learn,
     memories,
+    postgres,
     read,
     replay,
     serve,
