@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from conftest import Backend
-from memlane import Decision, HashEmbedder, MemoryEngine, StoreError
+from memlane import Decision, HashEmbedder, MemoryEngine, ReadOnlyStore, StoreError
 from memlane._text import content_hash
 from test_crash import COMMITTED, acknowledged, import_command, texts
 from test_crash import texts as texts_of_crash_test
@@ -34,7 +34,8 @@ EMB = HashEmbedder()
 
 def sql(backend: Backend, query: str, *args: object) -> list[tuple[object, ...]]:
     with psycopg.connect(backend.dsn, autocommit=True) as conn:
-        return list(conn.execute(query, args).fetchall())
+        cur = conn.execute(query, args)
+        return list(cur.fetchall()) if cur.description else []
 
 
 def test_migrations_recorded_and_hnsw_settings_used(postgres_backend: Backend) -> None:
@@ -246,3 +247,18 @@ def test_server_killed_mid_import_loses_nothing_acknowledged(
         for text in sample:
             assert [h.memory.content for h in engine.search(text, mode="fts", limit=1)] == [text]
     backend.close_all()
+
+
+def test_a_read_only_database_serves_searches(postgres_backend: Backend) -> None:
+    """A read replica (here: a database whose transactions are read-only) opens, searches and
+    closes; a write is ReadOnlyStore, naming the fix."""
+    engine = postgres_backend.engine()
+    mid = engine.add("the replica still finds this lighthouse").memory.id
+    postgres_backend.close_all()
+    name = postgres_backend.dsn.rsplit("/", 1)[1]
+    sql(postgres_backend, f"ALTER DATABASE {name} SET default_transaction_read_only = on")
+    engine = postgres_backend.engine()
+    assert [h.memory.id for h in engine.search("lighthouse")] == [mid]  # access counts: kept
+    with pytest.raises(ReadOnlyStore, match="read replica"):
+        engine.add("a write on a replica")
+    postgres_backend.close_all()  # the buffered access counts cannot be written: no error

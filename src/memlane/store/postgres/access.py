@@ -85,8 +85,10 @@ class AccessMixin:
                 for key in keys:  # ids that are not (or no longer) the owner's: dropped
                     if key in taken and not self._exists(conn, key):
                         taken.pop(key)
-        except psycopg.Error:
-            if force:
+        except psycopg.Error as exc:
+            if getattr(exc, "sqlstate", None) == "25006":  # a read replica: counts stay there
+                taken.clear()
+            elif force:
                 raise
         finally:
             if taken:

@@ -187,12 +187,14 @@ class PostgresStore(ReadsMixin, LinksMixin, SessionsMixin, AccessMixin):
 
     def _check_model(self) -> None:
         with self._use() as conn:
-            conn.execute(
-                "INSERT INTO meta (key, value) VALUES ('embedding.model', %s), "
-                "('embedding.dimension', %s), ('store.uuid', %s) ON CONFLICT (key) DO NOTHING",
-                (self.model, str(self.dimension), new_id()),
-            )
             meta = dict(conn.execute("SELECT key, value FROM meta").fetchall())
+            if "store.uuid" not in meta:  # a new store (read first: a replica cannot write)
+                conn.execute(
+                    "INSERT INTO meta (key, value) VALUES ('embedding.model', %s), "
+                    "('embedding.dimension', %s), ('store.uuid', %s) ON CONFLICT (key) DO NOTHING",
+                    (self.model, str(self.dimension), new_id()),
+                )
+                meta = dict(conn.execute("SELECT key, value FROM meta").fetchall())
         if (
             meta["embedding.model"] != self.model
             or int(meta["embedding.dimension"]) != self.dimension
