@@ -14,7 +14,7 @@ $(STAMP): pyproject.toml Makefile
 	$(BIN)/pip install -q --upgrade pip
 	# torch 2.13.0 is the local CPU build on this machine (any other spec pulls GBs of CUDA wheels).
 	$(BIN)/pip install -q torch==2.13.0
-	$(BIN)/pip install -q -e '.[local,eval,llm,dev,server,mcp]'
+	$(BIN)/pip install -q -e '.[local,eval,llm,dev,server,mcp,postgres]'
 	touch $(STAMP)
 
 install: $(STAMP)

@@ -51,11 +51,35 @@ class _Section(BaseModel):
 class StoreSettings(_Section):
     """``[store]``: where memories live."""
 
-    backend: Literal["sqlite"] = "sqlite"
+    backend: Literal["sqlite", "postgres"] = "sqlite"
     #: SQLite file; relative paths are relative to the home folder.
     path: str = "memlane.db"
     #: Milliseconds a writer waits for another process's transaction before giving up.
     busy_timeout_ms: int = Field(default=60_000, ge=100)
+    # --- backend = "postgres" (docs/postgres.md) ---------------------------------------------
+    #: libpq connection string or URI, e.g. ``postgresql://memlane@db.internal:5432/memlane``
+    #: (``MEMLANE_STORE__DSN``; a password is better in ``PGPASSWORD`` or ``~/.pgpass``).
+    dsn: str = ""
+    #: Connections the pool keeps open, and at most opens (one per concurrent call).
+    pool_min_size: int = Field(default=1, ge=0, le=1000)
+    pool_max_size: int = Field(default=10, ge=1, le=1000)
+    #: Seconds to wait for the server when connecting.
+    connect_timeout_s: float = Field(default=10.0, gt=0)
+    #: HNSW index build parameters (pgvector's defaults): graph degree and build candidates.
+    #: Read when the index is created; changing them later needs REINDEX (docs/postgres.md).
+    hnsw_m: int = Field(default=16, ge=2, le=100)
+    hnsw_ef_construction: int = Field(default=64, ge=4, le=1000)
+    #: HNSW candidates kept per query (pgvector's default 40): more = better recall, slower.
+    hnsw_ef_search: int = Field(default=40, ge=1, le=1000)
+
+    @model_validator(mode="after")
+    def _dsn_for_postgres(self) -> StoreSettings:
+        if self.backend == "postgres" and not self.dsn.strip():
+            raise ValueError(
+                'dsn: backend "postgres" needs [store] dsn (or MEMLANE_STORE__DSN), e.g. '
+                "postgresql://user@host:5432/memlane; `memlane postgres start` prints one"
+            )
+        return self
 
 
 class EmbeddingSettings(_Section):

@@ -11,6 +11,7 @@ from memlane.cli import (  # noqa: F401  (registers commands)
     learn,
     mcp,
     memories,
+    postgres,
     read,
     replay,
     review,

@@ -201,8 +201,7 @@ def router(state: ServerState) -> APIRouter:
             if status == "active":
                 by_owner[owner] += n
                 by_type[mtype] += n
-        db = state.settings.db_path
-        size = sum(p.stat().st_size for p in (db, db.with_name(db.name + "-wal")) if p.exists())
+        size = state.engine.store.size_bytes()
         return StatsOut(
             memories_by_owner=dict(by_owner),
             memories_by_type=dict(by_type),

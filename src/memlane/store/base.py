@@ -304,6 +304,11 @@ class MemoryStore(Protocol):
         given; a statistic, no row is returned)."""
         ...
 
+    def size_bytes(self) -> int:
+        """Bytes the store takes on disk (SQLite: the file and its WAL; PostgreSQL: the
+        database, ``pg_database_size``)."""
+        ...
+
     # --- retrieval ------------------------------------------------------------------------
     def vector_search(
         self,
