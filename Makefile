@@ -12,8 +12,6 @@ export TOKENIZERS_PARALLELISM := false
 $(STAMP): pyproject.toml Makefile
 	test -d $(VENV) || $(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	# torch 2.13.0 is the local CPU build on this machine (any other spec pulls GBs of CUDA wheels).
-	$(BIN)/pip install -q torch==2.13.0
 	$(BIN)/pip install -q -e '.[local,eval,llm,dev,server,mcp,postgres]'
 	touch $(STAMP)
 

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from memlane.config import Settings
 from memlane.dedup.write import MemoryInput, WritePath, check_scope
-from memlane.embeddings import Embedder, make_embedder
+from memlane.embeddings import Embedder, embedder_from_settings
 from memlane.embeddings.cache import Embeddings
 from memlane.errors import ConfigError, InvalidArgument, InvalidMemory, NotFound
 from memlane.injection import Injector, Sessions
@@ -107,7 +107,7 @@ class MemoryEngine:
         settings = settings or Settings.load(home)
         if embedder is None:
             emb = settings.embedding
-            embedder = make_embedder(emb.provider, model=emb.model, dimension=emb.dimension)
+            embedder = embedder_from_settings(emb)
         if llm is None:
             llm = make_llm(settings.llm)
         store = open_store(settings, embedder)

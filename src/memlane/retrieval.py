@@ -7,7 +7,10 @@ Legs (each scoped to the owner, and to the agent plus shared memories when an ag
   them may match; the query is tokenised, never parsed, so user text is never query syntax. The
   SQLite store answers from an in-memory index (:mod:`memlane.store.text_index`);
 - ``graph``: neighbours of the top fused hits along associations, ranked by relation weight times
-  the seed's fused score (never seeded by substring matches).
+  the seed's fused score (never seeded by substring matches);
+- ``neighbour``: the memories written just before and after each of the top fused hits in the
+  same session, scored ``neighbour_weight`` times that hit's fused score (docs/replay.md, "The
+  recall push").
 
 Fusion: reciprocal rank fusion, ``score = sum_leg weight_leg / (k + rank_leg)`` (Cormack, Clarke &
 Buettcher, SIGIR 2009; ``k = 60`` by default). Relevance floor: a hit is dropped when its cosine to
@@ -18,6 +21,7 @@ break ties (their weight is far below one rank step).
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import math
 from collections.abc import Sequence
@@ -157,9 +161,15 @@ def _search(
     allowed = (Status.ACTIVE, Status.SUPERSEDED) if include_inactive else (Status.ACTIVE,)
 
     def fused(r: dict[str, int]) -> float:
-        return sum(weights[leg] / (cfg.rrf_k + rank) for leg, rank in r.items())
+        return sum(weights.get(leg, 0.0) / (cfg.rrf_k + rank) for leg, rank in r.items())
 
     scores = {mid: fused(r) for mid, r in ranks.items()}
+    nearby: dict[str, float] = {}
+    if mode == "hybrid" and cfg.neighbour_seeds and cfg.neighbour_weight > 0:
+        nearby = _neighbours_in_time(store, owner, scores, cfg)
+        for rank, mid in enumerate(sorted(nearby, key=nearby.__getitem__, reverse=True), start=1):
+            ranks[mid] = {"neighbour": rank}
+            scores[mid] = nearby[mid]
     if mode == "hybrid" and cfg.graph_seeds and cfg.graph_weight > 0:
         seeds = sorted(scores, key=scores.__getitem__, reverse=True)[: cfg.graph_seeds]
         seed_score = {s: scores[s] for s in seeds}
@@ -170,7 +180,7 @@ def _search(
                     graph[other] = max(graph.get(other, 0.0), a.weight * seed_score[seed])
         for rank, mid in enumerate(sorted(graph, key=graph.__getitem__, reverse=True), start=1):
             ranks.setdefault(mid, {})["graph"] = rank
-            scores[mid] = fused(ranks[mid])
+            scores[mid] = fused(ranks[mid]) + nearby.get(mid, 0.0)
 
     missing = [mid for mid in ranks if mid not in cosine]
     if missing:
@@ -221,6 +231,36 @@ def _search(
     if record_access and hits:
         store.record_access(owner, [h.memory.id for h in hits])
     return hits
+
+
+def _neighbours_in_time(
+    store: MemoryStore, owner: str, scores: dict[str, float], cfg: RetrievalSettings
+) -> dict[str, float]:
+    """The memories written just before and just after each of the top ``neighbour_seeds``
+    fused hits in the same session (a conversation's observations are written in order, and a
+    question's evidence often spans adjacent turns), not already candidates: id -> score,
+    ``neighbour_weight`` times the seed's fused score (the best seed's when several). Ids are
+    UUIDv7, so sorting a session's ids sorts them by creation time."""
+    seeds = sorted(scores, key=scores.__getitem__, reverse=True)[: cfg.neighbour_seeds]
+    seed_memories = store.get_many(owner, seeds)
+    sessions: dict[str, list[str]] = {}
+    found: dict[str, float] = {}
+    for seed in seeds:
+        memory = seed_memories.get(seed)
+        if memory is None or not memory.session:
+            continue
+        row = sessions.get(memory.session)
+        if row is None:
+            row = sessions[memory.session] = sorted(
+                store.session_memory_ids(owner, memory.session, None)
+            )
+        at = bisect.bisect_left(row, seed)
+        if at >= len(row) or row[at] != seed:
+            continue
+        for other in row[max(0, at - 1) : at] + row[at + 1 : at + 2]:
+            if other not in scores:
+                found[other] = max(found.get(other, 0.0), cfg.neighbour_weight * scores[seed])
+    return found
 
 
 def _tie_break(memory: Memory, now_ts: float) -> float:

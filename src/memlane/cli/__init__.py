@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from memlane.cli import (  # noqa: F401  (registers commands)
     bench,
+    bench_embed,
     bench_janitor,
     dedup,
     hooks,
@@ -13,6 +14,7 @@ from memlane.cli import (  # noqa: F401  (registers commands)
     memories,
     postgres,
     read,
+    reembed,
     replay,
     review,
     serve,

@@ -26,7 +26,7 @@ from memlane.cli.app import (
 )
 from memlane.cli.render import command, decision_text, table
 from memlane.config import Settings
-from memlane.embeddings import make_embedder
+from memlane.embeddings import embedder_from_settings
 from memlane.errors import InvalidArgument
 from memlane.types import Decision
 
@@ -221,6 +221,14 @@ def calibrate(
         float,
         typer.Option("--cos-low", min=0.0, max=1.0, help="Lowest cosine-only threshold."),
     ] = 0.70,
+    profile: Annotated[
+        bool,
+        typer.Option(
+            "--profile",
+            help="Also derive the model's profile (thresholds by memlane.eval.calibrate."
+            "derive_profile; needs PAWS and STS-B) and print it as memlane.toml lines.",
+        ),
+    ] = False,
     home: HomeOption = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -244,16 +252,28 @@ def calibrate(
             dedup = dedup.model_copy(update={"auto_reject": auto_reject})
         paths = files or [data / name for name in sweep.DEFAULT_FILES]
         emb = settings.embedding
-        embedder = make_embedder(emb.provider, model=emb.model, dimension=emb.dimension)
+        embedder = embedder_from_settings(emb)
         for path in paths:
             pairs = sweep.load_pairs(path)
             if not pairs:
                 raise InvalidArgument(f"{path} has no labelled pairs (a label or score column)")
             cos = sweep.cosines(embedder, pairs)
             results[path.stem] = sweep.evaluate(pairs, cos, dedup, cos_low)
+        if profile:
+            active = emb.profile()
+            derived = sweep.derive_profile(
+                emb.model if emb.provider != "hash" else embedder.name,
+                embedder.dimension,
+                results,
+                query_prefix=active.query_prefix,
+                passage_prefix=active.passage_prefix,
+            )
     if as_json:
-        print_json(results)
+        print_json({**results, **({"profile": derived.as_dict()} if profile else {})})
         return
     for name, res in results.items():
         for line in sweep.report_lines(name, res):
+            typer.echo(line)
+    if profile:
+        for line in sweep.profile_lines(derived):
             typer.echo(line)

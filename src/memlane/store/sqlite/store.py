@@ -182,8 +182,8 @@ class SQLiteStore(ReadsMixin, LinksMixin, SessionsMixin, MaintenanceMixin):
             raise EmbeddingMismatch(
                 f"{self.path} was built with embedding model {meta['embedding.model']!r} "
                 f"({meta['embedding.dimension']} dims) but is being opened with {self.model!r} "
-                f"({self.dimension} dims). Open it with the same [embedding] settings, or start "
-                f"a new store (another --home) and re-import."
+                f"({self.dimension} dims). Open it with the same [embedding] settings, or switch "
+                f"it to the new model with `memlane reembed --model {self.model}`."
             )
         self._store_uuid = meta["store.uuid"]
 
