@@ -65,6 +65,7 @@ from memlane.store.postgres.connect import configure
 from memlane.store.postgres.errors import describe, translate, translating
 from memlane.store.postgres.feed import PostgresFeed
 from memlane.store.postgres.links import LinksMixin
+from memlane.store.postgres.maintenance import MaintenanceMixin
 from memlane.store.postgres.reads import ReadsMixin
 from memlane.store.postgres.rows import MEMORY_COLUMNS, row_to_memory
 from memlane.store.postgres.sessions import SessionsMixin
@@ -78,7 +79,7 @@ OWNER_LOCK = 0x6D6C6F77
 
 
 @translating
-class PostgresStore(ReadsMixin, LinksMixin, SessionsMixin, AccessMixin):
+class PostgresStore(ReadsMixin, LinksMixin, MaintenanceMixin, SessionsMixin, AccessMixin):
     """The server store. Use :meth:`open`; thread-safe (a pool of connections)."""
 
     def __init__(
