@@ -136,7 +136,7 @@ def test_settings_are_immutable(tmp_path: Path) -> None:
         ('[injection]\nmax_total = "many"\n', "injection.max_total", "many", "integer"),
         ("[dedup]\nthresold = 0.9\n", "dedup.thresold", 0.9, "unknown setting"),
         ("[dedupe]\nreplace = 0.9\n", "dedupe", {"replace": 0.9}, "unknown setting"),
-        ('[embedding]\nprovider = "openai"\n', "embedding.provider", "openai", "'local'"),
+        ('[embedding]\nprovider = "cohere"\n', "embedding.provider", "cohere", "'local'"),
         ('[embedding]\nmodel = "bge-small"\n', "embedding.model", "bge-small", "all-MiniLM-L6-v2"),
         (
             "[agents.coder.injection]\nmax_total = 0\n",

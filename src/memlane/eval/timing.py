@@ -37,6 +37,15 @@ class TimedEmbedder:
         finally:
             self.seconds += time.perf_counter() - started
 
+    def embed_queries(self, texts: Sequence[str]) -> NDArray[np.floating]:
+        """The inner embedder's query embedding (its ``embed_queries`` when it has one)."""
+        started = time.perf_counter()
+        try:
+            embed = getattr(self.inner, "embed_queries", self.inner.embed_batch)
+            return embed(texts)  # type: ignore[no-any-return]
+        finally:
+            self.seconds += time.perf_counter() - started
+
 
 def percentile(values: Sequence[float], q: float) -> float:
     """The ``q``-th percentile (linear interpolation), 0.0 for no values."""

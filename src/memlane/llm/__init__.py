@@ -16,7 +16,16 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 if TYPE_CHECKING:
     from memlane.config import LLMSettings
 
-__all__ = ["LLM", "ExtractedMemory", "LLMStats", "LLMVerdict", "Learner", "make_llm"]
+__all__ = [
+    "LLM",
+    "ExtractedMemory",
+    "LLMStats",
+    "LLMVerdict",
+    "Learner",
+    "MergeVerdict",
+    "Merger",
+    "make_llm",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,6 +36,18 @@ class LLMVerdict:
     that asked (logged with the reasoning in ``dedup_log``)."""
 
     action: Literal["merge", "reject", "keep", "contradict"]
+    merged_text: str | None = None
+    reasoning: str | None = None
+    prompt_version: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class MergeVerdict:
+    """The janitor's question about a cluster: ``merge`` the memories numbered ``members``
+    (0-based positions in the list asked about) into ``merged_text``, or ``keep`` them all."""
+
+    action: Literal["merge", "keep"]
+    members: tuple[int, ...] = ()
     merged_text: str | None = None
     reasoning: str | None = None
     prompt_version: str | None = None
@@ -57,6 +78,14 @@ class Learner(Protocol):
     """A model that extracts memories from a conversation transcript (one text, roles named)."""
 
     def extract_memories(self, transcript: str) -> list[ExtractedMemory]: ...
+
+
+@runtime_checkable
+class Merger(Protocol):
+    """A model that merges a cluster of similar memories into one (the janitor). Raise any
+    exception on failure: the janitor then applies its rule without a model."""
+
+    def merge_memories(self, texts: list[str]) -> MergeVerdict: ...
 
 
 class LLMStats:

@@ -14,6 +14,7 @@ from memlane.types import TYPE_NAMES
 
 VERIFY_VERSION = "verify-v2"
 LEARN_VERSION = "learn-v1"
+JANITOR_VERSION = "janitor-v1"
 
 VERIFY_SYSTEM = """\
 You deduplicate the long-term memory of an AI assistant. You get an EXISTING memory and a NEW \
@@ -42,6 +43,18 @@ number}}]}} (an empty list when nothing is worth keeping)."""
 
 LEARN_USER = "Conversation:\n{transcript}"
 
+JANITOR_SYSTEM = """\
+You clean up the long-term memory of an AI assistant. You get a numbered list of stored \
+memories that look alike. Decide which of them say the same thing (the same facts, maybe in \
+other words, one maybe with more detail) and write ONE memory that keeps every fact of those: \
+"merged_text", no longer than those memories together. Memories about other people, things or \
+times, or that contradict each other, are NOT the same: leave them out. Answer with one JSON \
+object only: {"action": "merge" | "keep", "members": [numbers of the memories merged, at least \
+two], "merged_text": string or null, "reasoning": one short sentence}. "keep": none of them \
+say the same thing."""
+
+JANITOR_USER = "Memories:\n{numbered}"
+
 
 class _Answer(BaseModel):
     model_config = ConfigDict(extra="ignore")
@@ -51,6 +64,15 @@ class VerifyAnswer(_Answer):
     """The model's answer to :data:`VERIFY_SYSTEM`."""
 
     action: Literal["merge", "reject", "keep", "contradict"]
+    merged_text: str | None = None
+    reasoning: str = Field(default="", max_length=2000)
+
+
+class JanitorAnswer(_Answer):
+    """The model's answer to :data:`JANITOR_SYSTEM` (``members``: 1-based numbers)."""
+
+    action: Literal["merge", "keep"]
+    members: list[int] = Field(default_factory=list, max_length=200)
     merged_text: str | None = None
     reasoning: str = Field(default="", max_length=2000)
 

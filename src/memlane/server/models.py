@@ -77,6 +77,9 @@ class SearchRequest(_In):
     limit: int = Field(default=10, ge=1, le=200)
     types: list[str] | None = None
     mode: Literal["hybrid", "vector", "fts"] = "hybrid"
+    include_inactive: bool = Field(
+        default=False, description="Also expired (superseded) memories, e.g. what was true before."
+    )
 
 
 class SearchResponse(BaseModel):
@@ -115,6 +118,8 @@ class StatsOut(BaseModel):
     store_bytes: int
     model: str
     uptime_s: float
+    #: The LLM's counters since start: provider, model, calls, failures, tokens in/out, latency.
+    llm: dict[str, Any] = Field(default_factory=dict)
 
 
 class HealthOut(BaseModel):

@@ -95,10 +95,10 @@ def build(
 def timed_embedder(settings: Settings) -> TimedEmbedder:
     """The embedder ``settings`` select, wrapped in a :class:`TimedEmbedder` (its model loads on
     first use, not here)."""
-    from memlane.embeddings import make_embedder
+    from memlane.embeddings import embedder_from_settings
 
     emb = settings.embedding
-    return TimedEmbedder(make_embedder(emb.provider, model=emb.model, dimension=emb.dimension))
+    return TimedEmbedder(embedder_from_settings(emb))
 
 
 def open_engine(home: Path, timer: TimedEmbedder | None = None) -> tuple[Any, TimedEmbedder]:

@@ -1,0 +1,238 @@
+"""Measure retrieval levers on the LoCoMo dev questions, tuning on some conversations and checking
+on others (docs/replay.md, "The recall push").
+
+    python scripts/recall_levers.py ../shared/data/locomo/locomo_dev.json --model all-MiniLM-L6-v2 \
+        --out levers-minilm.json
+
+Stores every observation of every conversation through the write path (as ``memlane replay``
+does by the questions), then, per question, records the two search legs (vector: top 30 with
+cosines; full text: top 30) once. The fusion variants are then computed from those rankings in
+Python, the same formula as :mod:`memlane.retrieval` (reciprocal rank fusion with per-leg weights,
+the relevance floor, the tie-break left out), so dozens of variants cost seconds. Prints
+hybrid evidence recall@10 per variant on the tune and the check conversations.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import pickle
+import tempfile
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from memlane import MemoryEngine, Settings
+from memlane.engine import MemoryInput
+from memlane.eval.replay.locomo import load_locomo, normalise_evidence
+from memlane.types import MemoryType
+
+DEPTH = 30
+
+
+@dataclass
+class Question:
+    conv: int
+    category: int
+    wanted: set[str]
+    vector: list[tuple[str, float]]  # (memory id, cosine), best first
+    fts: list[str]
+    cosine: dict[str, float]  # to every memory of the conversation
+
+
+def collect(path: Path, model: str) -> tuple[list[Question], dict[str, Any], float]:
+    """Build the store with ``model``; the legs of every question; per memory: evidence, session
+    and position in its session; the median query-embedding time in ms."""
+    convs = load_locomo(path)
+    with tempfile.TemporaryDirectory() as home:
+        settings = Settings.load(home, embedding={"provider": "local", "model": model})
+        engine = MemoryEngine.open(settings=settings)
+        memories: dict[str, Any] = {}
+        questions: list[Question] = []
+        times: list[float] = []
+        try:
+            for n, conv in enumerate(convs):
+                owner = conv.sample_id
+                for number in sorted(conv.observations):
+                    items = [
+                        MemoryInput(
+                            content=o.text,
+                            type=MemoryType.OBSERVATION,
+                            owner=owner,
+                            session=f"{owner}:{number}",
+                            metadata={"evidence": list(o.evidence)},
+                        )
+                        for o in conv.observations[number]
+                    ]
+                    if items:
+                        engine.add_many(items)
+                rows = engine.list(owner=owner, limit=100_000)
+                rows.sort(key=lambda m: (m.created_at, m.id))
+                position: dict[str, int] = {}
+                for m in rows:
+                    position[m.session or ""] = position.get(m.session or "", -1) + 1
+                    memories[m.id] = {
+                        "evidence": normalise_evidence(m.metadata.get("evidence")),
+                        "session": m.session,
+                        "pos": position[m.session or ""],
+                        "created": m.created_at.isoformat(),
+                    }
+                ids = [m.id for m in rows]
+                emb = engine.store.embeddings(owner, ids)
+                matrix = np.stack([emb[i] for i in ids])
+                for q in conv.questions:
+                    t0 = time.perf_counter()
+                    qvec = engine.embed_query(q.text)
+                    times.append((time.perf_counter() - t0) * 1000)
+                    vec = engine.store.vector_search(owner, None, qvec, DEPTH, None)
+                    fts = engine.store.fts_search(owner, None, q.text, DEPTH, None)
+                    questions.append(
+                        Question(
+                            n,
+                            q.category,
+                            set(q.evidence),
+                            [(h.id, h.score) for h in vec],
+                            [h.id for h in fts],
+                            dict(zip(ids, (matrix @ qvec).tolist(), strict=True)),
+                        )
+                    )
+        finally:
+            engine.close()
+    times.sort()
+    return questions, memories, times[len(times) // 2]
+
+
+def fuse(
+    q: Question,
+    memories: dict[str, Any],
+    by_session: dict[str, list[str]],
+    *,
+    k: float = 60.0,
+    cand: int = 10,
+    wv: float = 1.0,
+    wf: float = 1.0,
+    floor_rel: float = 0.5,
+    floor_abs: float = 0.1,
+    expand: int = 0,
+    expand_weight: float = 0.0,
+    expand_window: int = 1,
+    limit: int = 10,
+) -> list[str]:
+    """The top ``limit`` ids of one variant."""
+    scores: dict[str, float] = {}
+    cosine = q.cosine
+    for rank, (mid, _) in enumerate(q.vector[:cand], start=1):
+        scores[mid] = scores.get(mid, 0.0) + wv / (k + rank)
+    for rank, mid in enumerate(q.fts[:cand], start=1):
+        scores[mid] = scores.get(mid, 0.0) + wf / (k + rank)
+    if expand and expand_weight > 0:
+        seeds = sorted(scores, key=scores.__getitem__, reverse=True)[:expand]
+        extra: dict[str, float] = {}
+        for s in seeds:
+            m = memories[s]
+            row = by_session[m["session"]]
+            for d in range(1, expand_window + 1):
+                for p in (m["pos"] - d, m["pos"] + d):
+                    if 0 <= p < len(row) and row[p] not in scores:
+                        extra[row[p]] = max(extra.get(row[p], 0.0), expand_weight * scores[s])
+        scores.update(extra)
+    best = max((c for _, c in q.vector), default=0.0)
+    floor = max(best * floor_rel, floor_abs)
+    kept = [m for m in scores if cosine[m] >= floor]
+    kept.sort(key=scores.__getitem__, reverse=True)
+    return kept[:limit]
+
+
+def recall(
+    questions: Iterable[Question],
+    memories: dict[str, Any],
+    by_session: dict[str, list[str]],
+    **variant: Any,
+) -> float:
+    values = []
+    for q in questions:
+        covered: set[str] = set()
+        for mid in fuse(q, memories, by_session, **variant):
+            covered |= q.wanted.intersection(memories[mid]["evidence"])
+        values.append(len(covered) / len(q.wanted))
+    return sum(values) / len(values) if values else 0.0
+
+
+VARIANTS: dict[str, dict[str, Any]] = {
+    "baseline (defaults, graph leg left out)": {},
+    "vector only": {"wf": 0.0},
+    "fts only": {"wv": 0.0, "floor_rel": 0.0, "floor_abs": -1.0},
+    "weights vector 1.1 / fts 1": {"wv": 1.1},
+    "weights vector 1.05 / fts 1": {"wv": 1.05},
+    "weights vector 1 / fts 1.05": {"wf": 1.05},
+    "weights vector 1 / fts 1.1": {"wf": 1.1},
+    "candidates 15": {"cand": 15},
+    "candidates 20, k 20": {"cand": 20, "k": 20.0},
+    "no floor": {"floor_rel": 0.0, "floor_abs": -1.0},
+    "neighbours +-1 of top 3, weight 0.5": {"expand": 3, "expand_weight": 0.5},
+    "neighbours +-1 of top 5, weight 0.5": {"expand": 5, "expand_weight": 0.5},
+    "neighbours +-1 of top 5, weight 0.8": {"expand": 5, "expand_weight": 0.8},
+    "neighbours +-1 of top 5, weight 0.3": {"expand": 5, "expand_weight": 0.3},
+    "neighbours +-1 of top 10, weight 0.5": {"expand": 10, "expand_weight": 0.5},
+    "neighbours +-1 of top 5, weight 0.4": {"expand": 5, "expand_weight": 0.4},
+    "neighbours +-1 of top 5, weight 0.6": {"expand": 5, "expand_weight": 0.6},
+    "neighbours +-1 of top 3, weight 0.6": {"expand": 3, "expand_weight": 0.6},
+    "neighbours +-1 of top 7, weight 0.5": {"expand": 7, "expand_weight": 0.5},
+    "neighbours top 5 w 0.5 + vector 1.05": {"expand": 5, "expand_weight": 0.5, "wv": 1.05},
+    "neighbours top 5 w 0.5 + fts 1.05": {"expand": 5, "expand_weight": 0.5, "wf": 1.05},
+    "neighbours +-2 of top 3, weight 0.5": {"expand": 3, "expand_weight": 0.5, "expand_window": 2},
+}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("file", type=Path)
+    parser.add_argument("--model", default="all-MiniLM-L6-v2")
+    parser.add_argument("--tune", default="0,1,2,3")
+    parser.add_argument("--check", default="4,5,6")
+    parser.add_argument("--floor", default="", help="floor_rel,floor_abs of the model's profile")
+    parser.add_argument("--out", type=Path)
+    parser.add_argument("--cache", type=Path, help="pickle of the collected legs (reused)")
+    args = parser.parse_args()
+    started = time.perf_counter()
+    if args.cache and args.cache.is_file():
+        questions, memories, query_ms = pickle.loads(args.cache.read_bytes())
+    else:
+        questions, memories, query_ms = collect(args.file, args.model)
+        if args.cache:
+            args.cache.write_bytes(pickle.dumps((questions, memories, query_ms)))
+    by_session: dict[str, list[str]] = {}
+    for mid, m in sorted(memories.items(), key=lambda kv: (kv[1]["session"], kv[1]["pos"])):
+        by_session.setdefault(m["session"], []).append(mid)
+    tune = {int(x) for x in args.tune.split(",")}
+    check = {int(x) for x in args.check.split(",")}
+    base: dict[str, Any] = {}
+    if args.floor:
+        rel, absolute = (float(x) for x in args.floor.split(","))
+        base = {"floor_rel": rel, "floor_abs": absolute}
+    rows = []
+    for name, variant in VARIANTS.items():
+        v = {**base, **variant}
+        r_t = recall([q for q in questions if q.conv in tune], memories, by_session, **v)
+        r_c = recall([q for q in questions if q.conv in check], memories, by_session, **v)
+        r_a = recall(questions, memories, by_session, **v)
+        rows.append({"variant": name, "tune": r_t, "check": r_c, "all": r_a})
+        print(f"{name:<45} tune {r_t:.4f}  check {r_c:.4f}  all {r_a:.4f}", flush=True)
+    report = {
+        "model": args.model,
+        "questions": len(questions),
+        "query_embedding_p50_ms": query_ms,
+        "seconds": time.perf_counter() - started,
+        "rows": rows,
+    }
+    print(json.dumps({k: v for k, v in report.items() if k != "rows"}))
+    if args.out:
+        args.out.write_text(json.dumps(report, indent=1))
+
+
+if __name__ == "__main__":
+    main()
