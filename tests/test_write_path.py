@@ -523,6 +523,7 @@ def test_bad_input_raises_and_writes_nothing(
     engine.add(BASE)
     engine.add(BASE)  # one dedup_log row
     before = snapshot(engine)
+    kwargs = dict(kwargs)  # the parameter's dict is shared by every backend's run
     content = kwargs.pop("content")
     with pytest.raises(InvalidMemory, match=message):
         engine.add(content, **kwargs)
