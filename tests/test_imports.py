@@ -194,6 +194,7 @@ def test_eval_modules_are_in_no_cycle() -> None:
     importers = {m for m, edges in graph.items() if not _is_eval(m) and any(map(_is_eval, edges))}
     assert importers == {
         "memlane.cli.bench",
+        "memlane.cli.bench_backends",
         "memlane.cli.bench_embed",
         "memlane.cli.bench_janitor",
         "memlane.cli.dedup",

@@ -11,9 +11,13 @@ def main() -> None:
     """Entry point of the ``memlane`` script."""
     args = sys.argv[1:]
     if args[:1] == ["hook"] and not {"-h", "--help"} & set(args):
-        from memlane.hooks.run import main as hook
+        try:
+            from memlane.hooks.run import main as hook
 
-        sys.exit(hook(args[1:]))
+            code = hook(args[1:])
+        except Exception:  # never in the user's way: not even a broken install (exit 0)
+            code = 0
+        sys.exit(code)
     from memlane.cli import main as cli
 
     cli()

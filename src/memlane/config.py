@@ -316,6 +316,9 @@ class HooksSettings(_Section):
     recent_messages: int = Field(default=2, ge=0, le=20)
     #: Use the engine in this process when no server answers (off: no server, no injection).
     fallback: bool = True
+    #: Claude Code's ``Stop``: learn from the session's new messages with the ``[llm]`` model,
+    #: in a background ``memlane learn`` process (off by default: it calls the LLM every turn).
+    learn: bool = False
 
 
 class _TomlSource(PydanticBaseSettingsSource):

@@ -38,6 +38,7 @@ DEFAULTS: dict[str, object] = {
     "max_chars": 9_000,
     "recent_messages": 2,
     "fallback": True,
+    "learn": False,
 }
 
 
@@ -59,6 +60,7 @@ class HookConfig:
     max_chars: int
     recent_messages: int
     fallback: bool
+    learn: bool
 
     def __init__(self, home: Path, token: str = "", **values: Any) -> None:
         unknown = set(values) - set(DEFAULTS)
@@ -98,7 +100,7 @@ _LIMITS: dict[str, tuple[type, float, float]] = {
     "max_chars": (int, 100, 100_000),
     "recent_messages": (int, 0, 20),
 }
-_BOOLS = {"per_project", "fallback"}
+_BOOLS = {"per_project", "fallback", "learn"}
 _STRINGS = {"owner", "agent", "url"}
 
 

@@ -17,6 +17,8 @@ event (client)                         what the hook does
 ``SessionStart`` ``startup``/``fork``  a new session: with ambient awareness on, print the
                                        pinned memories (recorded as injected); else nothing
 ``PreCompact`` / ``PreCompress``       reset (reason ``compact``)
+``Stop`` with ``[hooks] learn``        start ``memlane learn`` on the transcript in the
+                                       background (new messages only) and return at once
 ``SessionEnd``, ``Stop``, others       nothing (``SessionEnd`` must finish in ~1.5 s)
 =====================================  =====================================================
 
@@ -151,11 +153,15 @@ class _Run:
         """Do what ``self.event`` asks (module docstring). Raises on any failure."""
         event = self.event
         session = payload.get("session_id")
-        if event not in EVENTS or event in {"SessionEnd", "Stop", "AfterAgent"}:
+        learn = event == "Stop" and self.cfg.learn
+        if event not in EVENTS or (event in {"SessionEnd", "Stop", "AfterAgent"} and not learn):
             return
         if not isinstance(session, str) or not session.strip():
             raise ValueError(f"the payload has no session_id (got {session!r})")
         owner, agent = self.cfg.scope(self.client, _str(payload.get("cwd")))
+        if learn:
+            self.learn(session, owner, agent, _str(payload.get("transcript_path")))
+            return
         if event in PROMPT_EVENTS:
             prompt = payload.get("prompt")
             if not isinstance(prompt, str) or not prompt.strip():
@@ -202,6 +208,28 @@ class _Run:
                     self.emit(output(event, result.block), result.ids)
         finally:
             backend.close()
+
+    def learn(self, session: str, owner: str, agent: str, transcript: str | None) -> None:
+        """Start ``memlane learn`` on the transcript in the background (its own session, its
+        errors appended to hooks.log) and return at once: the LLM call never delays the user.
+        The engine reads only the messages after those learned before (per session) and never
+        shows injected ``[Context from memory]`` blocks to the model."""
+        import subprocess
+
+        if transcript is None or not os.path.isfile(transcript):
+            raise ValueError(f"[hooks] learn: no transcript at {transcript!r}")
+        args = [sys.executable, "-m", "memlane", "learn", transcript, "--owner", owner]
+        args += ["--agent", agent, "--session", session, "--home", str(self.cfg.home)]
+        self.cfg.log_path.parent.mkdir(parents=True, exist_ok=True)
+        with self.cfg.log_path.open("a", encoding="utf-8") as out:
+            proc = subprocess.Popen(
+                args,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,  # the memories' table; errors come on stderr
+                stderr=out,
+                start_new_session=True,  # not killed with the hook, nor by the client's ^C
+            )
+        self.log.write("INFO", f"Stop session={session} owner={owner}: learning (pid {proc.pid})")
 
     def emit(self, line: str, ids: tuple[str, ...]) -> None:
         with self.lock:
