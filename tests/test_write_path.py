@@ -372,7 +372,9 @@ def test_llm_failure_otherwise_falls_back_to_keep(
     [
         (SWAPPED[1], 0.99, Decision.GUARD_KEEP),
         (ARTICLE, 0.99, Decision.AUTO_REJECT),
-        (ARTICLE, 0.80, Decision.ADDED),
+        # below gray_low; 0.80 itself was float rounding (usearch 0.79999999, numpy and
+        # pgvector 0.80000001)
+        (ARTICLE, 0.79, Decision.ADDED),
     ],
 )
 def test_llm_not_asked_when_the_rules_decide(
