@@ -44,7 +44,61 @@ class Question:
     cosine: dict[str, float]  # to every memory of the conversation
 
 
-def collect(path: Path, model: str) -> tuple[list[Question], dict[str, Any], float]:
+#: Retrieval settings measured through the real search (graph leg included) with --real.
+REAL_VARIANTS: dict[str, dict[str, Any]] = {
+    "defaults": {},
+    "neighbour leg off": {"neighbour_seeds": 0},
+    "neighbour leg off, graph leg off": {"neighbour_seeds": 0, "graph_weight": 0.0},
+    "graph leg off": {"graph_weight": 0.0},
+    "neighbours of top 5": {"neighbour_seeds": 5},
+    "neighbour weight 0.49": {"neighbour_weight": 0.49},
+    "neighbour weight 0.49, graph off": {"neighbour_weight": 0.49, "graph_weight": 0.0},
+    "fts weight 1.05": {"fts_weight": 1.05},
+}
+
+
+def real_recall(engine: MemoryEngine, convs: list[Any], tune: set[int]) -> list[dict[str, Any]]:
+    """Hybrid recall@10 of each of :data:`REAL_VARIANTS` through :class:`memlane.retrieval.
+    Retriever` on the store built (the same store: only the search changes)."""
+    from memlane.retrieval import Retriever
+
+    rows = []
+    for name, over in REAL_VARIANTS.items():
+        cfg = engine.settings.retrieval.model_copy(update=over)
+        retriever = Retriever(engine.store, engine.embeddings, cfg)
+        split: dict[str, list[float]] = {"tune": [], "check": []}
+        ms: list[float] = []
+        for n, conv in enumerate(convs):
+            for q in conv.questions:
+                t0 = time.perf_counter()
+                hits = retriever.search(q.text, owner=conv.sample_id, limit=10, record_access=False)
+                ms.append((time.perf_counter() - t0) * 1000)
+                covered: set[str] = set()
+                for h in hits:
+                    covered |= set(q.evidence) & set(
+                        normalise_evidence(h.memory.metadata.get("evidence"))
+                    )
+                split["tune" if n in tune else "check"].append(len(covered) / len(q.evidence))
+        ms.sort()
+        row = {
+            "variant": name,
+            "tune": sum(split["tune"]) / len(split["tune"]),
+            "check": sum(split["check"]) / len(split["check"]),
+            "search_p50_ms": ms[len(ms) // 2],
+            "search_p95_ms": ms[int(len(ms) * 0.95)],
+        }
+        print(
+            f"real: {name:<38} tune {row['tune']:.4f}  check {row['check']:.4f}  "
+            f"p50 {row['search_p50_ms']:.2f} ms  p95 {row['search_p95_ms']:.2f} ms",
+            flush=True,
+        )
+        rows.append(row)
+    return rows
+
+
+def collect(
+    path: Path, model: str, real_tune: set[int] | None = None
+) -> tuple[list[Question], dict[str, Any], float]:
     """Build the store with ``model``; the legs of every question; per memory: evidence, session
     and position in its session; the median query-embedding time in ms."""
     convs = load_locomo(path)
@@ -100,6 +154,8 @@ def collect(path: Path, model: str) -> tuple[list[Question], dict[str, Any], flo
                             dict(zip(ids, (matrix @ qvec).tolist(), strict=True)),
                         )
                     )
+            if real_tune is not None:
+                real_recall(engine, convs, real_tune)
         finally:
             engine.close()
     times.sort()
@@ -197,12 +253,16 @@ def main() -> None:
     parser.add_argument("--floor", default="", help="floor_rel,floor_abs of the model's profile")
     parser.add_argument("--out", type=Path)
     parser.add_argument("--cache", type=Path, help="pickle of the collected legs (reused)")
+    parser.add_argument("--real", action="store_true", help="also the real search's variants")
     args = parser.parse_args()
     started = time.perf_counter()
     if args.cache and args.cache.is_file():
         questions, memories, query_ms = pickle.loads(args.cache.read_bytes())
     else:
-        questions, memories, query_ms = collect(args.file, args.model)
+        tune_set = {int(x) for x in args.tune.split(",")}
+        questions, memories, query_ms = collect(
+            args.file, args.model, tune_set if args.real else None
+        )
         if args.cache:
             args.cache.write_bytes(pickle.dumps((questions, memories, query_ms)))
     by_session: dict[str, list[str]] = {}

@@ -444,7 +444,7 @@ def test_search_json_and_filters(cli: Cli) -> None:
     hits = cli.json("search", "Alice favourite editor", "--owner", "alice", "--limit", "3")
     assert 1 <= len(hits) <= 3
     assert "Vim" in hits[0]["memory"]["content"]
-    assert set(hits[0]["ranks"]) <= {"vector", "fts", "graph"}
+    assert set(hits[0]["ranks"]) <= {"vector", "fts", "graph", "neighbour"}
     typed = cli.json(
         "search", "Alice", "--owner", "alice", "--type", "identity", "--type", "preference"
     )

@@ -309,3 +309,25 @@ def test_search_skips_expired_memories_unless_asked(engine: MemoryEngine) -> Non
     assert expired.memory.status is Status.SUPERSEDED and "expired" in expired.ranks
     injected = engine.inject("s1", "Where does Alice live with her cat?")
     assert {i.memory.id for i in injected.items} <= {a.id}  # injection never shows expired ones
+
+
+def test_candidate_pairs_are_never_all_pairs_and_stay_in_one_agent_scope(
+    engine: MemoryEngine,
+) -> None:
+    from memlane.eval.bench import Generator
+
+    texts = [m.content for m in Generator(3).memories(400)]
+    plant(engine, texts[:200])
+    plant(engine, texts[200:], agent="coach")
+    plant(engine, [texts[0]], agent="coach")  # the same text in another agent scope
+    found = engine.store.candidate_pairs("default", neighbours=10, min_similarity=0.8, max_df=4)
+    assert found.memories == 401
+    assert 0 < found.considered <= 30 * 401 < 401 * 400 // 2
+    assert found.by_source["tokens"] > 0
+    agent_of = {m.id: m.agent for m in engine.list(limit=1000)}
+    assert found.pairs and all(agent_of[p.a] == agent_of[p.b] for p in found.pairs)
+    assert all(p.similarity >= 0.8 for p in found.pairs)
+    assert (
+        engine.store.candidate_pairs("nobody", neighbours=10, min_similarity=0.8, max_df=4).pairs
+        == []
+    )

@@ -26,6 +26,8 @@ from test_crash import texts as texts_of_crash_test
 
 psycopg = pytest.importorskip("psycopg")
 server = pytest.importorskip("memlane.store.postgres.server")
+from psycopg.conninfo import conninfo_to_dict, make_conninfo  # noqa: E402
+
 from memlane.store.postgres import PostgresStore  # noqa: E402
 from memlane.store.postgres.migrations import MIGRATIONS  # noqa: E402
 
@@ -255,9 +257,12 @@ def test_a_read_only_database_serves_searches(postgres_backend: Backend) -> None
     engine = postgres_backend.engine()
     mid = engine.add("the replica still finds this lighthouse").memory.id
     postgres_backend.close_all()
-    name = postgres_backend.dsn.rsplit("/", 1)[1]
-    sql(postgres_backend, f"ALTER DATABASE {name} SET default_transaction_read_only = on")
-    engine = postgres_backend.engine()
+    replica = make_conninfo(
+        postgres_backend.dsn,
+        options=conninfo_to_dict(postgres_backend.dsn)["options"]
+        + " -c default_transaction_read_only=on",
+    )
+    engine = postgres_backend.engine(settings=postgres_backend.settings(store={"dsn": replica}))
     assert [h.memory.id for h in engine.search("lighthouse")] == [mid]  # access counts: kept
     with pytest.raises(ReadOnlyStore, match="read replica"):
         engine.add("a write on a replica")

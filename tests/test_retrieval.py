@@ -53,7 +53,7 @@ def test_hits_are_ordered_and_well_formed(filled: MemoryEngine) -> None:
     hits = filled.search(QUERY, mode="fts")
     assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
     for h in filled.search(QUERY) + hits:
-        assert set(h.ranks) <= {"vector", "fts", "graph"}
+        assert set(h.ranks) <= {"vector", "fts", "graph", "neighbour"}
         assert all(isinstance(r, int) and r >= 1 for r in h.ranks.values())
         assert -1.0 <= h.similarity <= 1.0 + 1e-6
         assert h.score > 0

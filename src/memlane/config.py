@@ -211,7 +211,9 @@ class RetrievalSettings(_Section):
     #: Weights of the legs in the fused score.
     vector_weight: float = Field(default=1.0, ge=0)
     fts_weight: float = Field(default=1.0, ge=0)
-    graph_weight: float = Field(default=0.5, ge=0)
+    #: 0 by default since the neighbour leg: LoCoMo dev recall@10, tune / check split, graph 0.5
+    #: 0.6346 / 0.6347, graph off 0.6393 / 0.6412 (docs/replay.md, "The recall push").
+    graph_weight: float = Field(default=0.0, ge=0)
     #: Top fused hits whose associations seed the graph leg.
     graph_seeds: int = Field(default=5, ge=0, le=100)
     #: Top fused hits whose neighbours in time (the memory written just before and just after,

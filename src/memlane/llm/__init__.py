@@ -18,6 +18,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "LLM",
+    "BatchVerifier",
     "ExtractedMemory",
     "LLMStats",
     "LLMVerdict",
@@ -81,6 +82,14 @@ class Learner(Protocol):
 
 
 @runtime_checkable
+class BatchVerifier(Protocol):
+    """A model that verifies several gray-zone pairs in one call (answers in order). Raise any
+    exception on failure: the write path then asks pair by pair."""
+
+    def verify_many(self, pairs: list[tuple[str, str]]) -> list[LLMVerdict]: ...
+
+
+@runtime_checkable
 class Merger(Protocol):
     """A model that merges a cluster of similar memories into one (the janitor). Raise any
     exception on failure: the janitor then applies its rule without a model."""
@@ -106,6 +115,11 @@ class LLMStats:
             self.tokens_in += tokens_in
             self.tokens_out += tokens_out
             self.latency_s += latency_s
+
+    def mark_failed(self) -> None:
+        """The last call answered valid JSON that was still unusable (counted as a failure)."""
+        with self._lock:
+            self.failures += 1
 
     def as_dict(self) -> dict[str, Any]:
         with self._lock:

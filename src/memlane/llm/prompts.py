@@ -15,6 +15,7 @@ from memlane.types import TYPE_NAMES
 VERIFY_VERSION = "verify-v2"
 LEARN_VERSION = "learn-v1"
 JANITOR_VERSION = "janitor-v1"
+VERIFY_MANY_VERSION = "verify-many-v1"
 
 VERIFY_SYSTEM = """\
 You deduplicate the long-term memory of an AI assistant. You get an EXISTING memory and a NEW \
@@ -31,6 +32,17 @@ When unsure, answer "keep". Answer with one JSON object only: \
 "reasoning": one short sentence}."""
 
 VERIFY_USER = "EXISTING: {existing}\nNEW: {new}"
+
+#: Several pairs of one write batch in one call: the same decision per numbered pair.
+VERIFY_MANY_SYSTEM = (
+    VERIFY_SYSTEM.split("Answer with one JSON object only")[0]
+    + """You get several numbered PAIRS, each an EXISTING memory and a NEW one; decide each pair on \
+its own. Answer with one JSON object only: {"answers": [{"pair": number, "action": "merge" | \
+"reject" | "contradict" | "keep", "merged_text": string or null, "reasoning": one short \
+sentence}]}, one answer for every pair."""
+)
+
+VERIFY_MANY_USER = "PAIR {n}\nEXISTING: {existing}\nNEW: {new}"
 
 LEARN_SYSTEM = f"""\
 You extract long-term memories from a conversation between a user and an AI assistant. Keep \
@@ -75,6 +87,18 @@ class JanitorAnswer(_Answer):
     members: list[int] = Field(default_factory=list, max_length=200)
     merged_text: str | None = None
     reasoning: str = Field(default="", max_length=2000)
+
+
+class PairAnswer(VerifyAnswer):
+    """One pair's answer in :class:`VerifyManyAnswer` (``pair``: its 1-based number)."""
+
+    pair: int
+
+
+class VerifyManyAnswer(_Answer):
+    """The model's answer to :data:`VERIFY_MANY_SYSTEM`."""
+
+    answers: list[PairAnswer] = Field(default_factory=list, max_length=200)
 
 
 class LearnedMemory(_Answer):

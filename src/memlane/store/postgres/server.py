@@ -207,7 +207,10 @@ def start(data: Path, *, port: int | None = None, settings: tuple[str, ...] = ()
 
 
 def _port_free(port: int) -> bool:
+    """Nothing listens on ``port`` (connections of a stopped server in TIME_WAIT do not count:
+    PostgreSQL binds with ``SO_REUSEADDR`` too)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             sock.bind(("127.0.0.1", port))
         except OSError:
