@@ -4,7 +4,7 @@ messages wire formats, answering from a script, for the providers' tests (driven
 
 A script is a list of steps, one per request, in order; when it runs out, ``default`` answers.
 Steps: ``Reply(text)`` (a normal answer whose message text is ``text``), ``Slow(seconds, text)``,
-``Status(code)`` (an API error with that HTTP status), ``Raw(body)`` (a 200 with that body).
+``Status(code)`` (an API error with that HTTP status), ``Raw(body)`` (a 200 with that body), ``Refuse(code, message)``.
 """
 
 from __future__ import annotations
@@ -43,7 +43,15 @@ class Raw:
     body: str
 
 
-Step = Reply | Slow | Status | Raw
+@dataclass(frozen=True)
+class Refuse:
+    """An API error with that HTTP status and message."""
+
+    code: int
+    message: str
+
+
+Step = Reply | Slow | Status | Raw | Refuse
 
 
 @dataclass
@@ -121,6 +129,9 @@ def _handler(script: Script) -> type[BaseHTTPRequestHandler]:
                 self._send(200, json.dumps(_body(script.kind, step.text, model)))
             elif isinstance(step, Raw):
                 self._send(200, step.body)
+            elif isinstance(step, Refuse):
+                error = {"type": "error", "error": {"type": "invalid", "message": step.message}}
+                self._send(step.code, json.dumps(error))
             else:
                 error = {"type": "error", "error": {"type": "api_error", "message": "scripted"}}
                 self._send(step.code, json.dumps(error))

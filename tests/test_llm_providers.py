@@ -248,3 +248,21 @@ def test_a_provider_whose_sdk_is_missing_names_the_extra_to_install(
     with pytest.raises(ConfigError) as err:
         make_llm(LLMSettings(provider=kind, model="m", base_url="http://127.0.0.1:9"))  # type: ignore[arg-type]
     assert "llm.provider" in str(err.value) and "memlane[llm]" in str(err.value)
+
+
+def test_a_server_without_json_schema_is_asked_with_json_object() -> None:
+    """llama-cpp-python's server takes ``response_format`` ``text`` or ``json_object`` only: the
+    provider switches to ``json_object`` (schema without length limits) and stays there."""
+    from llm_server import Refuse
+
+    refusal = "Input should be 'text' or 'json_object', input: 'json_schema'"
+    ok = json.dumps({"action": "keep", "merged_text": None, "reasoning": "x"})
+    script = Script("openai", steps=[Refuse(500, refusal), Reply(ok), Reply(ok)])
+    with serve(script) as url:
+        llm = make_llm(LLMSettings(provider="openai", model="m", base_url=url, max_retries=0))
+        assert llm is not None
+        assert llm.verify_duplicate("a", "b").action == "keep"
+        assert llm.verify_duplicate("c", "d").action == "keep"
+    formats = [r["json"]["response_format"] for r in script.requests]
+    assert [f["type"] for f in formats] == ["json_schema", "json_object", "json_object"]
+    assert "maxLength" in json.dumps(formats[0]) and "maxLength" not in json.dumps(formats[1])

@@ -284,7 +284,7 @@ class MemoryEngine:
         counts = stats.as_dict() if stats is not None else {}
         return {
             "provider": getattr(self.llm, "provider", "custom") if self.llm is not None else "none",
-            "model": llm.model or None,
+            "model": llm.model or getattr(self.llm, "model", None) or None,
             **{"calls": 0, "failures": 0, "tokens_in": 0, "tokens_out": 0, "latency_s": 0.0},
             **counts,
         }

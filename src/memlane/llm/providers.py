@@ -58,6 +58,16 @@ def _json_text(text: str) -> str:
     return text[start : end + 1] if 0 <= start < end else text
 
 
+def _without_lengths(schema: Any) -> Any:
+    """``schema`` without its ``maxLength`` / ``maxItems`` / ``minLength`` limits."""
+    if isinstance(schema, dict):
+        drop = {"maxLength", "maxItems", "minLength"}
+        return {k: _without_lengths(v) for k, v in schema.items() if k not in drop}
+    if isinstance(schema, list):
+        return [_without_lengths(v) for v in schema]
+    return schema
+
+
 class ChatLLM:
     """What both providers share: prompts, validation, logging and counting."""
 
@@ -174,18 +184,43 @@ class OpenAILLM(ChatLLM):
 
     _client_class = "OpenAI"
 
+    #: The structured-output form the server accepts: OpenAI's ``json_schema`` first; a server
+    #: that refuses it (llama-cpp-python's takes only ``text`` / ``json_object``, with the schema
+    #: as ``schema``: "Input should be 'text' or 'json_object'") is asked with ``json_object``
+    #: from then on.
+    _json_object = False
+
     def _complete(self, system: str, user: str, name: str, schema: dict[str, Any]) -> Any:
         s = self.settings
-        resp = self._client.chat.completions.create(
-            model=s.model,
-            messages=[{"role": "system", "content": system}, {"role": "user", "content": user}],
-            temperature=s.temperature,
-            max_tokens=s.max_tokens,
-            response_format={
-                "type": "json_schema",
-                "json_schema": {"name": name, "schema": schema},
-            },
-        )
+
+        def create(response_format: dict[str, Any]) -> Any:
+            return self._client.chat.completions.create(
+                model=s.model,
+                messages=[
+                    {"role": "system", "content": system},
+                    {"role": "user", "content": user},
+                ],
+                temperature=s.temperature,
+                max_tokens=s.max_tokens,
+                response_format=response_format,
+            )
+
+        # without length limits: llama.cpp turns maxLength 2000 into a grammar it cannot parse
+        # (pydantic still checks every answer here)
+        as_object = {"type": "json_object", "schema": _without_lengths(schema)}
+        if self._json_object:
+            resp = create(as_object)
+        else:
+            try:
+                resp = create(
+                    {"type": "json_schema", "json_schema": {"name": name, "schema": schema}}
+                )
+            except Exception as exc:
+                if "json_object" not in str(exc) or "json_schema" not in str(exc):
+                    raise
+                log.info("llm: %s refuses json_schema; using json_object", s.base_url)
+                self._json_object = True
+                resp = create(as_object)
         text = resp.choices[0].message.content if resp.choices else None
         usage = resp.usage
         return (
