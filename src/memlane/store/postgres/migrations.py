@@ -4,8 +4,8 @@ all), under an advisory lock so that processes opening a new database at once ap
 
 The scripts are templates: ``{dim}`` is the embedding dimension of the store (``vector(dim)``),
 ``{m}`` and ``{ef_construction}`` the HNSW build parameters of ``[store]`` (pgvector's defaults
-are 16 and 64). They are read when the index is built; changing them later takes
-``REINDEX INDEX memories_embedding_hnsw`` (docs/postgres.md).
+are 16 and 64). They are read when the index is built; changing them later means building a
+new index by hand (docs/postgres.md, "Settings").
 """
 
 from __future__ import annotations
