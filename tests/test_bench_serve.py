@@ -47,3 +47,21 @@ def test_bench_serve_reports_levels_and_loses_no_write(
 def test_bench_serve_refuses_bad_clients() -> None:
     result = CliRunner().invoke(app, ["bench", "serve", "--clients", "1,x"])
     assert result.exit_code == 2 and "--clients" in result.output
+
+
+def test_bench_hooks_times_fresh_hook_processes_and_mcp(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytest.importorskip("mcp", reason="needs the mcp extra")
+    monkeypatch.setenv("MEMLANE_EMBEDDING__PROVIDER", "hash")
+    args = ["bench", "hooks", "--memories", "60", "--prompts", "4", "--json"]
+    result = CliRunner().invoke(app, [*args, "--home", str(tmp_path / "bench")])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    for key in ("hook_with_server", "hook_without_server"):
+        path = report[key]
+        assert path["runs"] == 4 and path["failures"] == 0, path
+        assert 0 < path["p50_ms"] <= path["p95_ms"] <= path["max_ms"]
+    assert report["mcp"]["errors"] == 0 and report["mcp"]["calls_per_tool"] == 4
+    assert report["mcp"]["recall"]["p95_ms"] > 0
+    assert set(report["goals"]) == {"server_p95_ms", "server_p95_met", "cold_ms", "cold_p95_met"}

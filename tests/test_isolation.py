@@ -188,7 +188,7 @@ class IsolationMachine(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
         self.dir = Path(tempfile.mkdtemp(prefix="iso-", dir=self.source.home))
-        self.backend = Backend(self.source.name, self.dir)
+        self.backend = self.source.sibling(self.dir)
         self.engine = self.backend.engine(injection=INJECTION)
         self.store = self.engine.store
         self.embedder = HashEmbedder()

@@ -221,3 +221,61 @@ def test_other_writers_are_not_blocked_while_the_model_answers(
     worker.join(timeout=10)
     assert done[0].decision is Decision.LLM_REJECT
     assert other.count() == 2
+
+
+# --- several gray-zone pairs of one batch in one call --------------------------------------------
+
+
+def many(*answers: tuple[int, str, str | None]) -> Reply:
+    body = [
+        {"pair": n, "action": action, "merged_text": merged, "reasoning": f"pair {n}"}
+        for n, action, merged in answers
+    ]
+    return Reply(json.dumps({"answers": body}))
+
+
+def three_pairs(make_engine: MakeEngine, script: Script, base_url: str) -> tuple[Any, list[Any]]:
+    emb = ScriptedEmbedder()
+    olds = [f"Alice likes {x} in the morning" for x in ("tea", "jazz", "rain")]
+    news = [f"In the morning Alice enjoys {x}" for x in ("tea", "jazz", "rain")]
+    for old, new in zip(olds, news, strict=True):
+        emb.place(old)
+        emb.place(new, like=old, cos=0.9)
+    settings = LLMSettings(
+        provider=script.kind, model="m", base_url=base_url, timeout_s=0.5, max_retries=0
+    )
+    engine = make_engine(embedder=emb, llm=make_llm(settings))
+    first = [engine.add(old).memory for old in olds]
+    assert script.requests == []
+    return engine, [first, news]
+
+
+def test_gray_pairs_of_one_batch_are_verified_in_one_call(
+    make_engine: MakeEngine, script: Script, base_url: str
+) -> None:
+    engine, (first, news) = three_pairs(make_engine, script, base_url)
+    script.steps = [many((2, "keep", None), (1, "reject", None), (3, "merge", news[2]))]
+    results = engine.add_many([{"content": t} for t in news])
+    assert len(script.requests) == 1  # three pairs, one call
+    prompt = json.dumps(script.requests[0]["json"])
+    assert all(f"PAIR {n}" in prompt for n in (1, 2, 3))
+    assert [r.decision for r in results] == [
+        Decision.LLM_REJECT,
+        Decision.LLM_KEEP,
+        Decision.LLM_MERGE,
+    ]
+    assert results[0].reasoning == "[verify-many-v1] pair 1"
+    assert engine.get(first[2].id).content == news[2]
+    assert engine.llm_stats()["calls"] == 1
+
+
+def test_a_failed_batch_call_asks_pair_by_pair(
+    make_engine: MakeEngine, script: Script, base_url: str
+) -> None:
+    engine, (_, news) = three_pairs(make_engine, script, base_url)
+    # the batch answer misses a pair: refused; then one call per pair
+    script.steps = [many((1, "keep", None), (2, "keep", None)), *[answer("reject")] * 3]
+    results = engine.add_many([{"content": t} for t in news])
+    assert len(script.requests) == 4
+    assert [r.decision for r in results] == [Decision.LLM_REJECT] * 3
+    assert engine.llm_stats()["failures"] == 1

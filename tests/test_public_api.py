@@ -84,6 +84,7 @@ def test_decision_strings() -> None:
         "llm_keep",
         "fallback_reject",
         "fallback_keep",
+        "janitor_merge",
     ]
     duplicates = {d.value for d in Decision if d.duplicate}
     assert duplicates == {
@@ -93,6 +94,7 @@ def test_decision_strings() -> None:
         "llm_merge",
         "llm_reject",
         "fallback_reject",
+        "janitor_merge",
     }
     assert Decision("gray_keep") == "gray_keep"
 

@@ -140,3 +140,39 @@ def test_memory_flows(page: Any, served: Served) -> None:
     page.goto(served.url + "/memories?q=staging+Postgres")
     expect(page.locator("#results")).not_to_contain_text("Postgres 16")
     expect(page.locator("#results")).to_contain_text("No memory found")
+
+
+def test_dedup_log_review_buttons(page: Any, served: Served) -> None:
+    """Confirm and reverse from the dedup-log page: the row's status changes in place, a reversed
+    text is a memory again, and a text that is still live is reported with nothing written."""
+    expect = sync_api.expect
+    base = "The staging database runs on a large Postgres cluster in Frankfurt"
+    spaced = base.replace("database", "data base")  # a compound variant: auto_reject
+    with httpx.Client(base_url=served.url) as http:
+        for text in (base, base + " ", spaced):
+            http.post("/v1/memories", json={"memory": {"content": text}})
+        rows = http.get("/v1/dedup-log").json()["items"]
+    by_decision = {r["decision"]: r for r in rows}
+    assert set(by_decision) == {"hash_exact", "auto_reject"}, rows
+    page.goto(served.url + "/dedup-log")
+    # the hash_exact row was confirmed when written; reversing it: its text is live -> reported
+    exact = page.locator(f"#review-{by_decision['hash_exact']['id']}")
+    expect(exact.locator(".review-status")).to_have_text("confirmed")
+    expect(exact.locator("[data-action=confirm]")).to_have_count(0)
+    exact.locator("[data-action=reverse]").click()
+    expect(page.locator("#status")).to_contain_text("nothing written")
+    # the auto_reject row: confirm, then change our mind and reverse it
+    cell = page.locator(f"#review-{by_decision['auto_reject']['id']}")
+    expect(cell.locator(".review-status")).to_have_text("unreviewed")
+    shot(page, "dedup-log-review.png")
+    cell.locator("[data-action=confirm]").click()
+    expect(cell.locator(".review-status")).to_have_text("confirmed")
+    expect(cell.locator("[data-action=confirm]")).to_have_count(0)
+    cell.locator("[data-action=reverse]").click()
+    expect(cell.locator(".review-status")).to_have_text("reversed")
+    expect(cell.locator("button")).to_have_count(0)
+    expect(page.locator("#status")).to_contain_text("reversed")
+    with httpx.Client(base_url=served.url) as http:
+        assert http.get("/v1/dedup-log/unreviewed").json() == []
+        memories = http.get("/v1/memories").json()["items"]
+    assert sorted(m["content"] for m in memories) == sorted([base, spaced])

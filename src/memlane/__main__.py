@@ -1,5 +1,5 @@
 """``python -m memlane``: the same CLI as the ``memlane`` script."""
 
-from memlane.cli import main
+from memlane._entry import main
 
 main()

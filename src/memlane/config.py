@@ -55,11 +55,35 @@ class _Section(BaseModel):
 class StoreSettings(_Section):
     """``[store]``: where memories live."""
 
-    backend: Literal["sqlite"] = "sqlite"
+    backend: Literal["sqlite", "postgres"] = "sqlite"
     #: SQLite file; relative paths are relative to the home folder.
     path: str = "memlane.db"
     #: Milliseconds a writer waits for another process's transaction before giving up.
     busy_timeout_ms: int = Field(default=60_000, ge=100)
+    # --- backend = "postgres" (docs/postgres.md) ---------------------------------------------
+    #: libpq connection string or URI, e.g. ``postgresql://memlane@db.internal:5432/memlane``
+    #: (``MEMLANE_STORE__DSN``; a password is better in ``PGPASSWORD`` or ``~/.pgpass``).
+    dsn: str = ""
+    #: Connections the pool keeps open, and at most opens (one per concurrent call).
+    pool_min_size: int = Field(default=1, ge=0, le=1000)
+    pool_max_size: int = Field(default=10, ge=1, le=1000)
+    #: Seconds to wait for the server when connecting.
+    connect_timeout_s: float = Field(default=10.0, gt=0)
+    #: HNSW index build parameters (pgvector's defaults): graph degree and build candidates.
+    #: Read when the index is created; changing them later needs REINDEX (docs/postgres.md).
+    hnsw_m: int = Field(default=16, ge=2, le=100)
+    hnsw_ef_construction: int = Field(default=64, ge=4, le=1000)
+    #: HNSW candidates kept per query (pgvector's default 40): more = better recall, slower.
+    hnsw_ef_search: int = Field(default=40, ge=1, le=1000)
+
+    @model_validator(mode="after")
+    def _dsn_for_postgres(self) -> StoreSettings:
+        if self.backend == "postgres" and not self.dsn.strip():
+            raise ValueError(
+                'dsn: backend "postgres" needs [store] dsn (or MEMLANE_STORE__DSN), e.g. '
+                "postgresql://user@host:5432/memlane; `memlane postgres start` prints one"
+            )
+        return self
 
 
 class EmbeddingSettings(_Section):
@@ -267,6 +291,38 @@ class ServerSettings(_Section):
     cors_origins: tuple[str, ...] = ()
 
 
+class HooksSettings(_Section):
+    """``[hooks]``: ``memlane hook`` for Claude Code and Gemini CLI (docs/integrations.md).
+
+    The hook reads this section itself (``memlane.hooks.config``, no pydantic on its fast
+    path); this class documents it and lets :meth:`Settings.load` accept and check it.
+    """
+
+    #: Owner of the memories ("" = the OS user running the assistant, ``getpass.getuser()``).
+    owner: str = ""
+    #: Agent scope ("" = the client's name: ``claude-code`` or ``gemini``).
+    agent: str = ""
+    #: Scope memories by project too: the agent becomes ``<agent>@<git root name>-<hash>``
+    #: of the session's ``cwd`` (memories of other projects are not injected).
+    per_project: bool = False
+    #: URL of ``memlane serve`` ("" = ``http://<[server] host>:<[server] port>``).
+    url: str = ""
+    #: The hook's own deadline in seconds, below the client's hook timeout (10 s as installed):
+    #: past it the hook exits 0 with no output.
+    timeout_s: float = Field(default=8.0, gt=0, le=600)
+    #: Seconds to wait for the server's TCP connection before using the engine in-process.
+    connect_timeout_s: float = Field(default=0.3, gt=0, le=30)
+    #: Longest injected block in characters: Claude Code passes about 10,000 characters whole.
+    max_chars: int = Field(default=9_000, ge=100, le=100_000)
+    #: Previous messages read from the transcript to enrich short follow-up prompts.
+    recent_messages: int = Field(default=2, ge=0, le=20)
+    #: Use the engine in this process when no server answers (off: no server, no injection).
+    fallback: bool = True
+    #: Claude Code's ``Stop``: learn from the session's new messages with the ``[llm]`` model,
+    #: in a background ``memlane learn`` process (off by default: it calls the LLM every turn).
+    learn: bool = False
+
+
 class _TomlSource(PydanticBaseSettingsSource):
     def __init__(self, settings_cls: type[BaseSettings], data: Mapping[str, Any]) -> None:
         super().__init__(settings_cls)
@@ -297,6 +353,7 @@ class Settings(BaseSettings):
     retrieval: RetrievalSettings = RetrievalSettings()
     injection: InjectionSettings = InjectionSettings()
     server: ServerSettings = ServerSettings()
+    hooks: HooksSettings = HooksSettings()
     agents: dict[str, AgentSettings] = Field(default_factory=dict)
     #: Resolved home folder (set by load(); not read from the file).
     home: str = ""

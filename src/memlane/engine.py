@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import builtins
 import os
-from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from memlane.config import Settings
 from memlane.dedup.write import MemoryInput, WritePath, check_scope
@@ -41,6 +41,10 @@ from memlane.types import (
     WriteResult,
     parse_type,
 )
+
+if TYPE_CHECKING:
+    from memlane.dedup.janitor import JanitorReport
+    from memlane.dedup.review import Reviewer, ReviewOutcome
 
 __all__ = ["MemoryEngine", "MemoryInput"]
 
@@ -164,11 +168,12 @@ class MemoryEngine:
         owner: str = "default",
         agent: str | None = None,
         session: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
     ) -> builtins.list[WriteResult]:
         """Extract memories from a conversation with the configured LLM and offer them to the
         write path as one batch. Injected ``[Context from memory]`` blocks never reach the model.
         With a ``session``, only the messages after those learned from before are read (the
-        same growing history can be passed every turn).
+        same growing history can be passed every turn). ``metadata`` goes on every memory.
 
         Raises:
             ConfigError: no LLM configured (``[llm] provider``).
@@ -194,11 +199,83 @@ class MemoryEngine:
         results: builtins.list[WriteResult] = []
         if transcript.strip():
             extracted = self.llm.extract_memories(transcript)
-            items = to_inputs(extracted, owner=owner, agent=agent, session=session)
+            items = to_inputs(
+                extracted, owner=owner, agent=agent, session=session, metadata=metadata
+            )
             results = self.writer.add_many(items) if items else []
         if session:  # only after the memories are written: a failure re-reads these messages
             self.store.set_learned_messages(owner, session, len(talk))
         return results
+
+    def janitor(
+        self,
+        *,
+        owner: str | None = None,
+        dry_run: bool = False,
+        progress: Callable[[str, int, int], None] | None = None,
+    ) -> JanitorReport:
+        """Find duplicate clusters among stored memories and merge each into one (see
+        :mod:`memlane.dedup.janitor`): of ``owner``, or of every owner one at a time (never
+        across owners). ``dry_run``: plan only, nothing written. ``progress(label, done,
+        total)`` is called as the work advances.
+
+        Raises:
+            InvalidArgument: an empty or non-string ``owner``.
+            StoreError: the store failed (the cluster being merged is rolled back whole).
+        """
+        from memlane.dedup.janitor import Janitor
+
+        if owner is None:
+            owners = sorted({o for o, _, status, n in self.store.counts() if status == "active"})
+        else:
+            _check_owner(owner, None)
+            owners = [owner]
+        janitor = Janitor(self.store, self.embeddings, self.settings.dedup, self.llm)
+        return janitor.run(owners, dry_run=dry_run, progress=progress)
+
+    # ------------------------------------------------------------------ review
+    def _reviewer(self) -> Reviewer:
+        from memlane.dedup.review import Reviewer
+
+        return Reviewer(self.store, self.writer, self.llm)
+
+    def review_pending(
+        self, *, owner: str = "default", limit: int = 100
+    ) -> builtins.list[DedupLogEntry]:
+        """``owner``'s unreviewed dedup-log rows, oldest first (unreviewed ``hash_exact`` rows
+        are confirmed first: they need no review). See :mod:`memlane.dedup.review`."""
+        _check_owner(owner, None)
+        return self._reviewer().pending(owner, limit)
+
+    def review(self, entry_id: int, action: str, *, owner: str = "default") -> ReviewOutcome:
+        """``confirm`` or ``reverse`` one dedup-log row. Reversing restores the offered text as
+        a memory unless a live memory of the scope has the same hash (``conflict``: reported,
+        nothing written).
+
+        Raises:
+            NotFound: no such row for ``owner``.
+            InvalidArgument: an unknown action; a row already reversed, or whose decision stored
+                the text (nothing to restore).
+        """
+        _check_owner(owner, None)
+        reviewer = self._reviewer()
+        if action == "confirm":
+            return reviewer.confirm(owner, entry_id)
+        if action == "reverse":
+            return reviewer.reverse(owner, entry_id)
+        raise InvalidArgument(f"unknown review action {action!r}; valid: confirm, reverse")
+
+    def review_with_llm(
+        self,
+        *,
+        owner: str = "default",
+        limit: int = 100,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> builtins.list[ReviewOutcome]:
+        """Ask the configured LLM about the unreviewed rejections made without one; each is
+        confirmed or reversed. Raises :class:`ConfigError` without an LLM."""
+        _check_owner(owner, None)
+        return self._reviewer().ask_llm(owner, limit, progress)
 
     def llm_stats(self) -> dict[str, Any]:
         """The LLM's counters: provider, model, calls, failures, tokens in/out, latency."""
@@ -329,11 +406,19 @@ class MemoryEngine:
         limit: int = 10,
         types: Sequence[MemoryType | str] | None = None,
         mode: str = "hybrid",
+        include_inactive: bool = False,
     ) -> builtins.list[SearchHit]:
-        """Hybrid search (see :mod:`memlane.retrieval`). Raises :class:`InvalidArgument`."""
+        """Hybrid search (see :mod:`memlane.retrieval`); expired (superseded) memories only
+        with ``include_inactive``. Raises :class:`InvalidArgument`."""
         _check_owner(owner, agent)
         return self.retriever.search(
-            query, owner=owner, agent=agent, limit=limit, types=types, mode=mode
+            query,
+            owner=owner,
+            agent=agent,
+            limit=limit,
+            types=types,
+            mode=mode,
+            include_inactive=include_inactive,
         )
 
     # ------------------------------------------------------------------ injection
@@ -345,10 +430,28 @@ class MemoryEngine:
         owner: str = "default",
         agent: str | None = None,
         recent: Sequence[str] | None = None,
+        max_chars: int | None = None,
     ) -> Injection:
-        """The memories to inject before this turn (see :mod:`memlane.injection`)."""
+        """The memories to inject before this turn (see :mod:`memlane.injection`); with
+        ``max_chars`` the block is at most that many characters (lowest-ranked items left out,
+        only what is in the block recorded as injected)."""
         _check_owner(owner, agent)
-        return self.injector.inject(session, text, owner=owner, agent=agent, recent=recent)
+        return self.injector.inject(
+            session, text, owner=owner, agent=agent, recent=recent, max_chars=max_chars
+        )
+
+    def inject_pinned(
+        self,
+        session: str,
+        *,
+        owner: str = "default",
+        agent: str | None = None,
+        max_chars: int | None = None,
+    ) -> Injection:
+        """Only the pinned memories, for the start of a session (nothing when ambient
+        awareness is off); see :meth:`memlane.injection.Injector.inject_pinned`."""
+        _check_owner(owner, agent)
+        return self.injector.inject_pinned(session, owner=owner, agent=agent, max_chars=max_chars)
 
     def reset_session(
         self, session: str, reason: ResetReason | str, *, owner: str = "default"

@@ -96,8 +96,10 @@ def to_inputs(
     owner: str,
     agent: str | None,
     session: str | None,
+    metadata: Mapping[str, Any] | None = None,
 ) -> list[MemoryInput]:
-    """The write path's batch: empty and injected texts dropped, unknown types become ``fact``."""
+    """The write path's batch: empty and injected texts dropped, unknown types become ``fact``;
+    ``metadata`` (when given) on every memory."""
     out: list[MemoryInput] = []
     for e in extracted:
         text = e.content.strip()
@@ -105,5 +107,9 @@ def to_inputs(
             continue
         mtype = e.type if e.type in _TYPES else MemoryType.FACT.value
         importance = min(max(float(e.importance), 0.0), 1.0)
-        out.append(MemoryInput(text, mtype, owner, agent, session, importance, "learn"))
+        out.append(
+            MemoryInput(
+                text, mtype, owner, agent, session, importance, "learn", dict(metadata or {})
+            )
+        )
     return out

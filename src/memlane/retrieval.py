@@ -70,9 +70,14 @@ class Retriever:
         types: Sequence[MemoryType | str] | None = None,
         mode: str = "hybrid",
         record_access: bool = True,
+        include_inactive: bool = False,
     ) -> list[SearchHit]:
         """Search ``owner``'s memories (``agent``'s and shared ones, when given) for ``query``;
         at most ``limit`` hits, best first.
+
+        Expired memories (``superseded``: contradicted or merged into another) are skipped
+        unless ``include_inactive``: then the :data:`EXPIRED_CANDIDATES` most recent of the scope
+        are ranked by cosine as one more leg (``expired``). Forgotten memories never return.
 
         ``mode``: ``hybrid`` (all legs), ``vector`` or ``fts`` (one leg, for baselines);
         ``record_access=False`` leaves access counts alone (injection records only what it
@@ -89,7 +94,12 @@ class Retriever:
             types=types,
             mode=mode,
             record_access=record_access,
+            include_inactive=include_inactive,
         )
+
+
+#: How many of the scope's most recent expired memories ``include_inactive`` ranks (by cosine).
+EXPIRED_CANDIDATES = 1000
 
 
 def _search(
@@ -104,6 +114,7 @@ def _search(
     types: Sequence[MemoryType | str] | None,
     mode: str,
     record_access: bool,
+    include_inactive: bool = False,
 ) -> list[SearchHit]:
     if not isinstance(query, str) or not query.strip():
         raise InvalidArgument("query is empty: give some text to search for")
@@ -128,10 +139,26 @@ def _search(
         fts_hits = store.fts_search(owner, agent, query, n_cand, type_set)
         for rank, hit in enumerate(fts_hits, start=1):
             ranks.setdefault(hit.id, {})["fts"] = rank
+    if include_inactive and mode != "fts":
+        expired = store.list_memories(
+            owner, agent=agent, limit=EXPIRED_CANDIDATES, status=Status.SUPERSEDED
+        )
+        wanted = [m.id for m in expired if type_set is None or m.type in type_set]
+        sims = store.cosines(owner, wanted, qvec)
+        best_first = sorted(sims, key=sims.__getitem__, reverse=True)[:n_cand]
+        for rank, mid in enumerate(best_first, start=1):
+            ranks.setdefault(mid, {})["expired"] = rank
+            cosine[mid] = sims[mid]
     if not ranks:
         return []
 
-    weights = {"vector": cfg.vector_weight, "fts": cfg.fts_weight, "graph": cfg.graph_weight}
+    weights = {
+        "vector": cfg.vector_weight,
+        "fts": cfg.fts_weight,
+        "graph": cfg.graph_weight,
+        "expired": cfg.vector_weight,
+    }
+    allowed = (Status.ACTIVE, Status.SUPERSEDED) if include_inactive else (Status.ACTIVE,)
 
     def fused(r: dict[str, int]) -> float:
         return sum(weights.get(leg, 0.0) / (cfg.rrf_k + rank) for leg, rank in r.items())
@@ -184,7 +211,7 @@ def _search(
         memories = store.get_many(owner, chunk)
         for mid in chunk:
             mem = memories.get(mid)
-            if mem is None or mem.status is not Status.ACTIVE:
+            if mem is None or mem.status not in allowed:
                 continue
             if agent is not None and mem.agent not in (None, agent):
                 continue

@@ -74,6 +74,8 @@ class Decision(StrEnum):
     LLM_KEEP = "llm_keep"
     FALLBACK_REJECT = "fallback_reject"
     FALLBACK_KEEP = "fallback_keep"
+    #: The janitor merged this memory into ``existing_id`` (a cluster, after the fact).
+    JANITOR_MERGE = "janitor_merge"
 
     @property
     def duplicate(self) -> bool:
@@ -89,6 +91,7 @@ _DUPLICATE_DECISIONS = frozenset(
         Decision.LLM_MERGE,
         Decision.LLM_REJECT,
         Decision.FALLBACK_REJECT,
+        Decision.JANITOR_MERGE,
     }
 )
 
@@ -108,6 +111,8 @@ class ChangeReason(StrEnum):
     UPDATE = "update"
     REPLACED = "replaced"
     LLM_MERGE = "llm_merge"
+    #: The janitor merged a cluster into this memory (each member's text kept in history).
+    JANITOR_MERGE = "janitor_merge"
 
 
 class PinnedSort(StrEnum):

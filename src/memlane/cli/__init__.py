@@ -5,12 +5,18 @@ from __future__ import annotations
 from memlane.cli import (  # noqa: F401  (registers commands)
     bench,
     bench_embed,
+    bench_janitor,
     dedup,
+    hooks,
+    janitor,
     learn,
+    mcp,
     memories,
+    postgres,
     read,
     reembed,
     replay,
+    review,
     serve,
     session,
 )

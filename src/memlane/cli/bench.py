@@ -22,6 +22,8 @@ from memlane.cli.app import (
     print_json,
     progress_bar,
 )
+from memlane.cli.bench_backends import BackendOption, ClientsOption, DsnOption
+from memlane.cli.bench_backends import run as run_backends
 
 bench_app = typer.Typer(
     help="Benchmarks on seeded synthetic memories: write, search and injection latency.",
@@ -117,12 +119,30 @@ def add_cmd(
     seed: SeedOption = 0,
     home: BenchHomeOption = None,
     json_out: JsonOption = False,
+    backend: BackendOption = None,
+    clients: ClientsOption = "1,8",
+    dsn: DsnOption = None,
 ) -> None:
     """Build a store of N memories with batched add_many (dedup on), then time single adds.
 
     Example: memlane bench add --memories 100000 --json
+    (or --backend sqlite,postgres --clients 1,8: both backends in one run)
     """
     from memlane.eval import bench
+
+    if backend is not None:
+        return run_backends(
+            "add",
+            memories,
+            backend,
+            clients,
+            seed=seed,
+            batch=batch,
+            calls=singles,
+            warmup=5,
+            dsn=dsn,
+            json_out=json_out,
+        )
 
     with handle_errors(), _home_or_temp(home) as where:
         if home is not None and any(p.name != "memlane.toml" for p in where.iterdir()):
@@ -236,13 +256,31 @@ def inject_cmd(
     cache_dir: CacheOption = None,
     rebuild: RebuildOption = False,
     json_out: JsonOption = False,
+    backend: BackendOption = None,
+    clients: ClientsOption = "1,8",
+    dsn: DsnOption = None,
 ) -> None:
     """Time injection turns (with the two previous turns as recent context) on N memories.
 
     The store of N memories is built once and cached (see --cache-dir). Example:
     memlane bench inject --memories 100000 --json
+    (or --backend sqlite,postgres --clients 1,8: both backends in one run, searches too)
     """
     from memlane.eval import bench
+
+    if backend is not None:
+        return run_backends(
+            "inject",
+            memories,
+            backend,
+            clients,
+            seed=seed,
+            batch=batch,
+            calls=queries,
+            warmup=warmup,
+            dsn=dsn,
+            json_out=json_out,
+        )
 
     with handle_errors():
         prepared = _prepare(memories, seed, home, cache_dir, rebuild, batch)

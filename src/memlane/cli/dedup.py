@@ -69,6 +69,14 @@ def pairs(
             help=f"Column naming each row ('{ROW_NUMBER}' numbers the rows 1, 2, ...).",
         ),
     ] = "id",
+    llm: Annotated[
+        bool,
+        typer.Option(
+            "--llm",
+            help="Let the configured LLM ([llm]) verify the gray-zone pairs (without it, no "
+            "model is asked); its calls, failures and tokens join the summary.",
+        ),
+    ] = False,
     home: HomeOption = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -86,7 +94,7 @@ def pairs(
     summary has the precision and recall of "duplicate", and how many label-0 pairs made of the
     same words in another order were marked duplicate.
 
-    Example:  memlane dedup pairs examples/pairs.tsv --out decisions.jsonl
+    Example:  memlane dedup pairs examples/pairs.tsv --out decisions.jsonl [--llm]
     """
     from memlane.eval import pairs as evaluation
 
@@ -95,7 +103,7 @@ def pairs(
         rows, label_column = evaluation.read_pairs(file, id_column, limit)
         settings = Settings.load(home)
         with progress_bar() as progress:
-            evaluation.evaluate(rows, settings, progress)
+            llm_stats = evaluation.evaluate(rows, settings, progress, llm=llm)
 
     lines = evaluation.decision_lines(rows)
     try:
@@ -114,6 +122,8 @@ def pairs(
         "labels": label_column,
         "seconds": round(time.perf_counter() - started, 2),
     }
+    if llm:
+        summary["llm"] = llm_stats
     if label_column is not None:
         summary["metrics"] = evaluation.metrics(rows)
     _print_summary(summary, [r for r in rows if r.error is not None], evaluation.SCORE_DUPLICATE)
@@ -150,6 +160,14 @@ def _print_summary(summary: dict[str, Any], bad: Sequence[PairRow], score_duplic
             f"wrote {summary['out']} in {summary['seconds']} s"
         )
     )
+    llm = summary.get("llm")
+    if llm:
+        err.print(
+            Text(
+                f"LLM {llm['provider']} {llm['model']}: {llm['calls']} calls, "
+                f"{llm['failures']} failed, tokens in/out {llm['tokens_in']}/{llm['tokens_out']}"
+            )
+        )
     metrics = summary.get("metrics")
     if metrics:
 

@@ -41,6 +41,10 @@ def search(
         list[str] | None,
         typer.Option("--type", "-t", help=f"Only these types (repeatable): {TYPE_NAMES}."),
     ] = None,
+    include_inactive: Annotated[
+        bool,
+        typer.Option("--include-inactive", help="Also expired (superseded) memories."),
+    ] = False,
     home: HomeOption = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -52,7 +56,15 @@ def search(
     Example:  memlane search "where does Alice work" --owner alice --type fact --type event
     """
     with engine_for(home) as engine:
-        hits = engine.search(query, owner=owner, agent=agent, limit=limit, types=types, mode=mode)
+        hits = engine.search(
+            query,
+            owner=owner,
+            agent=agent,
+            limit=limit,
+            types=types,
+            mode=mode,
+            include_inactive=include_inactive,
+        )
     if as_json:
         print_json([h.to_dict() for h in hits])
         return

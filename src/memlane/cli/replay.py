@@ -16,7 +16,9 @@ from memlane.cli.app import JsonOption, app, handle_errors, out, print_json, pro
 from memlane.errors import InvalidArgument
 
 
-def run_replay(chosen: list[Any], *, home: Path | None = None, source: str) -> dict[str, Any]:
+def run_replay(
+    chosen: list[Any], *, home: Path | None = None, source: str, learn: bool = False
+) -> dict[str, Any]:
     """Replay ``chosen`` conversations on a fresh engine with a progress bar on stderr; returns
     the report (shared by ``memlane replay`` and ``make demo``)."""
     from memlane.eval.replay import open_replay_engine, replay
@@ -30,7 +32,7 @@ def run_replay(chosen: list[Any], *, home: Path | None = None, source: str) -> d
         def progress(done: int, total: int, description: str) -> None:
             bar.update(task, completed=done, total=total, description=description)
 
-        return replay(engine, chosen, progress=progress, source=source)
+        return replay(engine, chosen, progress=progress, source=source, learn=learn)
 
 
 @app.command("replay")
@@ -64,17 +66,26 @@ def replay_command(
             ),
         ),
     ] = None,
+    learn: Annotated[
+        bool,
+        typer.Option(
+            "--learn",
+            help="Learn memories from the raw dialogue with the configured LLM ([llm]) instead "
+            "of storing the dataset's prepared observations (one call per session).",
+        ),
+    ] = False,
     as_json: JsonOption = False,
 ) -> None:
-    """Replay LoCoMo conversations: store each session's observations, inject before every turn,
-    then score the questions by evidence recall (hybrid vs vector-only vs full-text-only)."""
+    """Replay LoCoMo conversations: store each session's observations (or, with --learn, what
+    the LLM learns from its dialogue), inject before every turn, then score the questions by
+    evidence recall (hybrid vs vector-only vs full-text-only)."""
     from memlane.eval.replay import load_locomo, select_conversations
 
     with handle_errors():
         if report_out is not None and report_out.is_dir():
             raise InvalidArgument(f"--out {report_out} is a folder: give a file name")
         chosen = select_conversations(load_locomo(file), conversations)
-        report = run_replay(chosen, home=home, source=str(file))
+        report = run_replay(chosen, home=home, source=str(file), learn=learn)
         if report_out is not None:
             report_out.parent.mkdir(parents=True, exist_ok=True)
             report_out.write_text(

@@ -21,7 +21,7 @@ from memlane.dedup.pipeline import Add, Keep, KeepApart, Plan, Rewrite, decide
 from memlane.embeddings.cache import Embeddings
 from memlane.errors import InvalidMemory, NotFound
 from memlane.history import INJECTION_BLOCK_PREFIX, is_injection_text
-from memlane.llm import LLM, LLMVerdict
+from memlane.llm import LLM, BatchVerifier, LLMVerdict
 from memlane.store.base import MemoryStore, NewDedupLog, NewMemory, Vector
 from memlane.types import (
     DEFAULT_IMPORTANCE,
@@ -182,6 +182,13 @@ class WritePath:
         if texts:
             vectors = dict(zip(texts, self.embeddings.embed(texts), strict=True))
         llm = None if self.llm is None else _Answers(self.llm)
+        if llm is not None and isinstance(self.llm, BatchVerifier):
+            # the pairs the model will be asked about, first in as few calls as fit its context
+            recorder = _Recorder()
+            for d in drafts:
+                if (vec := vectors.get(d.content)) is not None:
+                    self._plan(d, vec, recorder)
+            llm.prefetch(recorder.pairs)
         if llm is not None:  # ask the model before the transaction: no lock held meanwhile
             for d in drafts:
                 if (vec := vectors.get(d.content)) is not None:
@@ -310,6 +317,31 @@ class _Answers:
         self.llm = llm
         self.answers: dict[tuple[str, str], LLMVerdict | Exception] = {}
 
+    def prefetch(self, pairs: Sequence[tuple[str, str]]) -> None:
+        """Ask about ``pairs`` in as few :meth:`BatchVerifier.verify_many` calls as
+        :data:`BATCH_PAIRS` and :data:`BATCH_CHARS` allow (a single pair: one ordinary call
+        later). A failed batch call leaves its pairs to be asked one by one."""
+        todo = [p for p in dict.fromkeys(pairs) if p not in self.answers]
+        if len(todo) < 2 or not isinstance(self.llm, BatchVerifier):
+            return
+        chunks: list[list[tuple[str, str]]] = [[]]
+        size = 0
+        for pair in todo:
+            chars = len(pair[0]) + len(pair[1])
+            if chunks[-1] and (len(chunks[-1]) >= BATCH_PAIRS or size + chars > BATCH_CHARS):
+                chunks.append([])
+                size = 0
+            chunks[-1].append(pair)
+            size += chars
+        for chunk in chunks:
+            if len(chunk) < 2:
+                continue
+            try:
+                verdicts = self.llm.verify_many(chunk)
+            except Exception:  # the batch failed: each pair is asked on its own instead
+                continue
+            self.answers.update(zip(chunk, verdicts, strict=True))
+
     def verify_duplicate(self, existing: str, new: str) -> LLMVerdict:
         key = (existing, new)
         if key not in self.answers:
@@ -321,6 +353,25 @@ class _Answers:
         if isinstance(answer, Exception):
             raise answer
         return answer
+
+
+#: Gray-zone pairs asked in one call, at most, and the characters of their texts together: a
+#: 4,096-token context holds ~16,000 characters at ~4 characters a token, and the prompt, the
+#: answers (``[llm] max_tokens``) and a margin need the rest.
+BATCH_PAIRS = 16
+BATCH_CHARS = 6000
+
+
+class _Recorder:
+    """An LLM stand-in that notes the pairs :func:`decide` would ask about (and fails, so the
+    plan it gets is discarded)."""
+
+    def __init__(self) -> None:
+        self.pairs: list[tuple[str, str]] = []
+
+    def verify_duplicate(self, existing: str, new: str) -> LLMVerdict:
+        self.pairs.append((existing, new))
+        raise LookupError("recording only")
 
 
 def _provenance(draft: NewMemory) -> dict[str, Any]:

@@ -23,7 +23,7 @@ import numpy as np
 from memlane._text import normalise
 from memlane.config import Settings
 from memlane.engine import MemoryEngine, MemoryInput
-from memlane.errors import InvalidArgument, InvalidMemory
+from memlane.errors import ConfigError, InvalidArgument, InvalidMemory
 from memlane.types import WriteResult
 
 #: Items offered per ``add_many`` call (one transaction and one embedding batch each).
@@ -150,15 +150,32 @@ def _offer(
     return results
 
 
-def evaluate(rows: Sequence[PairRow], settings: Settings, progress: TaskProgress) -> None:
+def evaluate(
+    rows: Sequence[PairRow], settings: Settings, progress: TaskProgress, *, llm: bool = False
+) -> dict[str, Any]:
     """Offer every valid row to the write path, in place: each row gets its own scope
     (``pair:<n>``) in a throwaway store (a temporary folder) with ``settings``' thresholds and
     embedding model; sentence1 of all rows first, then sentence2. Sets ``error`` on rows the
     write path refuses, ``result`` and ``similarity`` on the others (the cosine of the two
-    sentences when the write path found no memory near sentence2)."""
+    sentences when the write path found no memory near sentence2).
+
+    ``llm``: the gray zone asks the model of ``settings``' ``[llm]`` (else no model is asked,
+    whatever is configured). Returns the LLM's counters (:meth:`MemoryEngine.llm_stats`).
+
+    Raises:
+        ConfigError: ``llm`` without ``[llm] provider`` set.
+    """
+    if llm and settings.llm.provider == "none":
+        raise ConfigError(
+            "llm.provider",
+            "none",
+            "dedup pairs --llm needs an LLM: set [llm] provider (and model) in memlane.toml "
+            "or MEMLANE_LLM__PROVIDER",
+        )
     with tempfile.TemporaryDirectory(prefix="memlane-pairs-") as tmp:
         store = settings.store.model_copy(update={"path": str(Path(tmp) / "pairs.db")})
-        scratch = settings.model_copy(update={"store": store})
+        model = settings.llm if llm else settings.llm.model_copy(update={"provider": "none"})
+        scratch = settings.model_copy(update={"store": store, "llm": model})
         with MemoryEngine.open(settings=scratch) as engine:
             for row in rows:
                 if row.error is not None:
@@ -180,6 +197,7 @@ def evaluate(rows: Sequence[PairRow], settings: Settings, progress: TaskProgress
                 second = engine.embed([r.s2.strip() for r in missing])
                 for row, cos in zip(missing, np.sum(first * second, axis=1), strict=True):
                     row.similarity = float(cos)
+            return engine.llm_stats()
 
 
 def decision_lines(rows: Sequence[PairRow]) -> list[str]:

@@ -72,8 +72,20 @@ def format_block(pinned: Sequence[Memory], contextual: Sequence[Memory]) -> str 
     for header, memories in ((PINNED_HEADER, pinned), (CONTEXTUAL_HEADER, contextual)):
         if memories:
             lines.append(header)
-            lines.extend(f"[{m.type.value}] {' '.join(m.content.split())}" for m in memories)
+            lines.extend(_line(m) for m in memories)
     return "\n".join(lines)
+
+
+def _check_max_chars(max_chars: object) -> None:
+    if max_chars is not None and (
+        isinstance(max_chars, bool) or not isinstance(max_chars, int) or max_chars < 1
+    ):
+        raise InvalidArgument(f"max_chars must be a positive integer, got {max_chars!r}")
+
+
+def _line(memory: Memory) -> str:
+    """One memory's line in the block: ``[type] content`` with its whitespace folded."""
+    return f"[{memory.type.value}] {' '.join(memory.content.split())}"
 
 
 class Injector:
@@ -98,15 +110,64 @@ class Injector:
         owner: str = "default",
         agent: str | None = None,
         recent: Sequence[str] | None = None,
+        max_chars: int | None = None,
     ) -> Injection:
         """Decide what to inject before this turn of ``session`` (see module docstring).
+
+        ``max_chars``: the longest ``block`` allowed, in characters (a client's limit, such as
+        Claude Code's ~10,000 for hook output): items that would push the block past it are
+        left out (``skipped["budget"]``), lowest-ranked first since items are taken in rank
+        order; only the items in the block are recorded as injected. ``None``: no limit.
 
         Raises:
             InvalidArgument: empty session id, empty text or not a string, or ``recent`` not a
                 list of str. Nothing is recorded for the session then.
             StoreError: the store failed; nothing was recorded (the turn was not counted).
         """
-        result = self._inject(session, text, owner, agent, recent)
+        _check_max_chars(max_chars)
+        result = self._inject(session, text, owner, agent, recent, max_chars)
+        self._log(result)
+        return result
+
+    def inject_pinned(
+        self,
+        session: str,
+        *,
+        owner: str = "default",
+        agent: str | None = None,
+        max_chars: int | None = None,
+    ) -> Injection:
+        """Only the pinned memories (step 3's ambient awareness), for the start of a session
+        (a coding assistant's ``SessionStart``: no user text yet). With ambient awareness off
+        (``ambient_enabled``, ``pinned_types``) nothing is searched, counted or recorded
+        (``skipped["ambient_off"]``); otherwise the pinned memories not shown within the window
+        are injected as one turn, and recorded, exactly like :meth:`inject`'s.
+
+        Raises:
+            InvalidArgument: empty session id, or a bad ``max_chars``.
+            StoreError: the store failed; nothing was recorded.
+        """
+        started = time.perf_counter()
+        check_session(session)
+        _check_max_chars(max_chars)
+        cfg = self.settings_for(agent)
+        store = self.store
+        skipped: Counter[str] = Counter()
+        turn = _Turn(owner, session, started, skipped)
+        if not (cfg.enabled and cfg.ambient_enabled and cfg.pinned_types and cfg.pinned_limit):
+            skipped["ambient_off"] += 1
+            return self._finish(turn, store.session(owner, session).turn, [], [], None, False)
+        sort = PinnedSort(cfg.pinned_sort)
+        pool = [
+            (m, m.importance)
+            for m in store.pinned(owner, agent, cfg.pinned_types, cfg.pinned_limit, sort)
+        ]
+        with store.transaction():
+            state = store.begin_turn(owner, session, cfg.context_window_depth)
+            window = set(injected_within(state, state.turn, cfg.context_window_depth))
+            same_session = store.session_memory_ids(owner, session, state.last_reset_at)
+            pinned, _ = self._select(owner, cfg, pool, [], window, same_session, skipped, max_chars)
+            result = self._finish(turn, state.turn, pinned, [], None, True)
         self._log(result)
         return result
 
@@ -117,6 +178,7 @@ class Injector:
         owner: str,
         agent: str | None,
         recent: Sequence[str] | None,
+        max_chars: int | None = None,
     ) -> Injection:
         started = time.perf_counter()
         check_session(session)
@@ -174,7 +236,7 @@ class Injector:
             window = set(injected_within(state, state.turn, cfg.context_window_depth))
             same_session = store.session_memory_ids(owner, session, state.last_reset_at)
             pinned, contextual = self._select(
-                owner, cfg, pinned_pool, contextual_pool, window, same_session, skipped
+                owner, cfg, pinned_pool, contextual_pool, window, same_session, skipped, max_chars
             )
             return self._finish(turn, state.turn, pinned, contextual, query, True)
 
@@ -187,9 +249,11 @@ class Injector:
         window: set[str],
         same_session: set[str],
         skipped: Counter[str],
+        max_chars: int | None = None,
     ) -> tuple[list[tuple[Memory, float]], list[tuple[Memory, float]]]:
         """Steps 4-6: what of the pools is injected (pinned, contextual), counting what is
-        left out in ``skipped``."""
+        left out in ``skipped``; with ``max_chars`` the block :func:`format_block` makes of
+        them is at most that long."""
         # Step 5: dedup. Vectors of the window and the candidates, for the semantic buffer: one
         # row a memory shown within the window or chosen for this block.
         candidate_ids = [m.id for m, _ in pinned_pool + contextual_pool]
@@ -201,6 +265,7 @@ class Injector:
         chosen: dict[str, list[tuple[Memory, float]]] = {"pinned": [], "contextual": []}
         budget_chars = cfg.max_tokens * 4 if cfg.max_tokens else None
         used_chars = 0
+        block_chars = len(INJECTION_BLOCK_PREFIX)  # the length format_block's text will have
         total = 0
         seen_contextual = 0
         for source, pool in (("pinned", pinned_pool), ("contextual", contextual_pool)):
@@ -233,6 +298,13 @@ class Injector:
                 if budget_chars is not None and used_chars + cost > budget_chars:
                     skipped["budget"] += 1
                     continue
+                line = 1 + len(_line(memory))  # "\n" + the line
+                if not chosen[source]:  # "\n" + the section's header
+                    line += 1 + len(PINNED_HEADER if source == "pinned" else CONTEXTUAL_HEADER)
+                if max_chars is not None and block_chars + line > max_chars:
+                    skipped["budget"] += 1
+                    continue
+                block_chars += line
                 chosen[source].append((memory, score))
                 chosen_ids.add(memory.id)
                 chosen_hashes.add(memory.content_hash)

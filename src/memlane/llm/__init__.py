@@ -16,7 +16,17 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 if TYPE_CHECKING:
     from memlane.config import LLMSettings
 
-__all__ = ["LLM", "ExtractedMemory", "LLMStats", "LLMVerdict", "Learner", "make_llm"]
+__all__ = [
+    "LLM",
+    "BatchVerifier",
+    "ExtractedMemory",
+    "LLMStats",
+    "LLMVerdict",
+    "Learner",
+    "MergeVerdict",
+    "Merger",
+    "make_llm",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,6 +37,18 @@ class LLMVerdict:
     that asked (logged with the reasoning in ``dedup_log``)."""
 
     action: Literal["merge", "reject", "keep", "contradict"]
+    merged_text: str | None = None
+    reasoning: str | None = None
+    prompt_version: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class MergeVerdict:
+    """The janitor's question about a cluster: ``merge`` the memories numbered ``members``
+    (0-based positions in the list asked about) into ``merged_text``, or ``keep`` them all."""
+
+    action: Literal["merge", "keep"]
+    members: tuple[int, ...] = ()
     merged_text: str | None = None
     reasoning: str | None = None
     prompt_version: str | None = None
@@ -59,6 +81,22 @@ class Learner(Protocol):
     def extract_memories(self, transcript: str) -> list[ExtractedMemory]: ...
 
 
+@runtime_checkable
+class BatchVerifier(Protocol):
+    """A model that verifies several gray-zone pairs in one call (answers in order). Raise any
+    exception on failure: the write path then asks pair by pair."""
+
+    def verify_many(self, pairs: list[tuple[str, str]]) -> list[LLMVerdict]: ...
+
+
+@runtime_checkable
+class Merger(Protocol):
+    """A model that merges a cluster of similar memories into one (the janitor). Raise any
+    exception on failure: the janitor then applies its rule without a model."""
+
+    def merge_memories(self, texts: list[str]) -> MergeVerdict: ...
+
+
 class LLMStats:
     """Counters of one process's LLM calls (thread-safe): calls, failures, tokens, latency."""
 
@@ -77,6 +115,11 @@ class LLMStats:
             self.tokens_in += tokens_in
             self.tokens_out += tokens_out
             self.latency_s += latency_s
+
+    def mark_failed(self) -> None:
+        """The last call answered valid JSON that was still unusable (counted as a failure)."""
+        with self._lock:
+            self.failures += 1
 
     def as_dict(self) -> dict[str, Any]:
         with self._lock:

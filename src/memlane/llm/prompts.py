@@ -14,6 +14,8 @@ from memlane.types import TYPE_NAMES
 
 VERIFY_VERSION = "verify-v2"
 LEARN_VERSION = "learn-v1"
+JANITOR_VERSION = "janitor-v1"
+VERIFY_MANY_VERSION = "verify-many-v1"
 
 VERIFY_SYSTEM = """\
 You deduplicate the long-term memory of an AI assistant. You get an EXISTING memory and a NEW \
@@ -31,6 +33,17 @@ When unsure, answer "keep". Answer with one JSON object only: \
 
 VERIFY_USER = "EXISTING: {existing}\nNEW: {new}"
 
+#: Several pairs of one write batch in one call: the same decision per numbered pair.
+VERIFY_MANY_SYSTEM = (
+    VERIFY_SYSTEM.split("Answer with one JSON object only")[0]
+    + """You get several numbered PAIRS, each an EXISTING memory and a NEW one; decide each pair on \
+its own. Answer with one JSON object only: {"answers": [{"pair": number, "action": "merge" | \
+"reject" | "contradict" | "keep", "merged_text": string or null, "reasoning": one short \
+sentence}]}, one answer for every pair."""
+)
+
+VERIFY_MANY_USER = "PAIR {n}\nEXISTING: {existing}\nNEW: {new}"
+
 LEARN_SYSTEM = f"""\
 You extract long-term memories from a conversation between a user and an AI assistant. Keep \
 only what will be useful in later conversations: facts about the user, preferences, decisions, \
@@ -41,6 +54,18 @@ with one JSON object only: {{"memories": [{{"content": string, "type": string, "
 number}}]}} (an empty list when nothing is worth keeping)."""
 
 LEARN_USER = "Conversation:\n{transcript}"
+
+JANITOR_SYSTEM = """\
+You clean up the long-term memory of an AI assistant. You get a numbered list of stored \
+memories that look alike. Decide which of them say the same thing (the same facts, maybe in \
+other words, one maybe with more detail) and write ONE memory that keeps every fact of those: \
+"merged_text", no longer than those memories together. Memories about other people, things or \
+times, or that contradict each other, are NOT the same: leave them out. Answer with one JSON \
+object only: {"action": "merge" | "keep", "members": [numbers of the memories merged, at least \
+two], "merged_text": string or null, "reasoning": one short sentence}. "keep": none of them \
+say the same thing."""
+
+JANITOR_USER = "Memories:\n{numbered}"
 
 
 class _Answer(BaseModel):
@@ -53,6 +78,27 @@ class VerifyAnswer(_Answer):
     action: Literal["merge", "reject", "keep", "contradict"]
     merged_text: str | None = None
     reasoning: str = Field(default="", max_length=2000)
+
+
+class JanitorAnswer(_Answer):
+    """The model's answer to :data:`JANITOR_SYSTEM` (``members``: 1-based numbers)."""
+
+    action: Literal["merge", "keep"]
+    members: list[int] = Field(default_factory=list, max_length=200)
+    merged_text: str | None = None
+    reasoning: str = Field(default="", max_length=2000)
+
+
+class PairAnswer(VerifyAnswer):
+    """One pair's answer in :class:`VerifyManyAnswer` (``pair``: its 1-based number)."""
+
+    pair: int
+
+
+class VerifyManyAnswer(_Answer):
+    """The model's answer to :data:`VERIFY_MANY_SYSTEM`."""
+
+    answers: list[PairAnswer] = Field(default_factory=list, max_length=200)
 
 
 class LearnedMemory(_Answer):

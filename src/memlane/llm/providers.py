@@ -19,7 +19,7 @@ from pydantic import BaseModel, ValidationError
 
 from memlane.config import LLMSettings
 from memlane.errors import ConfigError, LLMError
-from memlane.llm import ExtractedMemory, LLMStats, LLMVerdict
+from memlane.llm import ExtractedMemory, LLMStats, LLMVerdict, MergeVerdict
 from memlane.llm import prompts as P
 
 log = logging.getLogger("memlane.llm")
@@ -124,6 +124,41 @@ class ChatLLM:
         user = P.VERIFY_USER.format(existing=existing, new=new)
         a = self._ask(P.VERIFY_SYSTEM, user, P.VerifyAnswer, "verify")
         return LLMVerdict(a.action, a.merged_text, a.reasoning, P.VERIFY_VERSION)
+
+    def verify_many(self, pairs: list[tuple[str, str]]) -> list[LLMVerdict]:
+        """Verify several ``(existing, new)`` pairs in one call, answers in order. Raises
+        :class:`LLMError` (also when a pair is unanswered or answered twice)."""
+        user = "\n\n".join(
+            P.VERIFY_MANY_USER.format(n=n, existing=e, new=x) for n, (e, x) in enumerate(pairs, 1)
+        )
+        a = self._ask(P.VERIFY_MANY_SYSTEM, user, P.VerifyManyAnswer, "verify-many")
+        by_pair = {x.pair: x for x in a.answers}
+        if sorted(by_pair) != list(range(1, len(pairs) + 1)) or len(a.answers) != len(pairs):
+            self.stats.mark_failed()
+            raise LLMError(
+                f"{self.provider} model {self.model!r} answered pairs {sorted(by_pair)} of "
+                f"{len(pairs)}"
+            )
+        return [
+            LLMVerdict(x.action, x.merged_text, x.reasoning, P.VERIFY_MANY_VERSION)
+            for x in (by_pair[n] for n in range(1, len(pairs) + 1))
+        ]
+
+    def merge_memories(self, texts: list[str]) -> MergeVerdict:
+        """Which of ``texts`` say the same thing, merged into one. Raises :class:`LLMError`
+        (also for member numbers outside the list)."""
+        numbered = "\n".join(f"{i}. {t}" for i, t in enumerate(texts, 1))
+        a = self._ask(
+            P.JANITOR_SYSTEM, P.JANITOR_USER.format(numbered=numbered), P.JanitorAnswer, "janitor"
+        )
+        members = tuple(sorted({m - 1 for m in a.members}))
+        if any(not 0 <= m < len(texts) for m in members):
+            self.stats.mark_failed()
+            raise LLMError(
+                f"{self.provider} model {self.model!r} named members {a.members} of a list of "
+                f"{len(texts)} memories"
+            )
+        return MergeVerdict(a.action, members, a.merged_text, a.reasoning, P.JANITOR_VERSION)
 
     def extract_memories(self, transcript: str) -> list[ExtractedMemory]:
         """Memories worth keeping from ``transcript``. Raises :class:`LLMError`."""

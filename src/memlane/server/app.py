@@ -28,7 +28,7 @@ from memlane.errors import (
     NotFound,
     StoreBusy,
 )
-from memlane.server import pages, routes, settings_routes
+from memlane.server import pages, review_routes, routes, settings_routes
 from memlane.server.auth import AuthError, caller
 from memlane.server.models import HealthOut, Problem
 from memlane.server.state import ServerState
@@ -218,6 +218,7 @@ def create_app(state: ServerState) -> FastAPI:
 
     guarded = [Depends(caller)]
     _add_docs(app, guarded)
+    app.include_router(review_routes.router(state), prefix="/v1", dependencies=guarded)
     app.include_router(routes.router(state), prefix="/v1", dependencies=guarded)
     app.include_router(settings_routes.router(state), prefix="/v1", dependencies=guarded)
     app.include_router(pages.router(state), dependencies=guarded)

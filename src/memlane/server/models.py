@@ -77,6 +77,9 @@ class SearchRequest(_In):
     limit: int = Field(default=10, ge=1, le=200)
     types: list[str] | None = None
     mode: Literal["hybrid", "vector", "fts"] = "hybrid"
+    include_inactive: bool = Field(
+        default=False, description="Also expired (superseded) memories, e.g. what was true before."
+    )
 
 
 class SearchResponse(BaseModel):
@@ -89,6 +92,13 @@ class InjectRequest(_In):
     owner: str | None = None
     agent: str | None = None
     recent: list[str] | None = Field(default=None, max_length=50)
+    max_chars: int | None = Field(
+        default=None, ge=1, description="Longest block allowed, in characters (none: no limit)."
+    )
+    pinned_only: bool = Field(
+        default=False,
+        description="Only the pinned memories, for a session's start (text is not used).",
+    )
 
 
 class ResetRequest(_In):
@@ -108,6 +118,8 @@ class StatsOut(BaseModel):
     store_bytes: int
     model: str
     uptime_s: float
+    #: The LLM's counters since start: provider, model, calls, failures, tokens in/out, latency.
+    llm: dict[str, Any] = Field(default_factory=dict)
 
 
 class HealthOut(BaseModel):

@@ -133,6 +133,7 @@ def router(state: ServerState) -> APIRouter:
             limit=body.limit,
             types=body.types,
             mode=body.mode,
+            include_inactive=body.include_inactive,
         )
         return SearchResponse(hits=hits)
 
@@ -140,12 +141,20 @@ def router(state: ServerState) -> APIRouter:
     def inject(body: InjectRequest, who: Caller) -> Injection:
         """The block to insert before this turn, its items with scores, and what was left out
         (``skipped``, by reason)."""
+        if body.pinned_only:
+            return state.engine.inject_pinned(
+                body.session,
+                owner=scope(who, body.owner),
+                agent=body.agent,
+                max_chars=body.max_chars,
+            )
         result = state.engine.inject(
             body.session,
             body.text,
             owner=scope(who, body.owner),
             agent=body.agent,
             recent=body.recent,
+            max_chars=body.max_chars,
         )
         return result
 
@@ -192,8 +201,7 @@ def router(state: ServerState) -> APIRouter:
             if status == "active":
                 by_owner[owner] += n
                 by_type[mtype] += n
-        db = state.settings.db_path
-        size = sum(p.stat().st_size for p in (db, db.with_name(db.name + "-wal")) if p.exists())
+        size = state.engine.store.size_bytes()
         return StatsOut(
             memories_by_owner=dict(by_owner),
             memories_by_type=dict(by_type),
@@ -201,6 +209,7 @@ def router(state: ServerState) -> APIRouter:
             store_bytes=size if who.owner is None else 0,
             model=state.engine.embedder.name,
             uptime_s=round(state.uptime_s(), 3),
+            llm=state.engine.llm_stats() if who.owner is None else {},
         )
 
     return api

@@ -29,7 +29,7 @@ damaged file :class:`~memlane.errors.CorruptStore`, anything else
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -99,6 +99,51 @@ class NewDedupLog:
     decision: Decision
     reasoning: str | None
     review_status: ReviewStatus = ReviewStatus.UNREVIEWED
+
+
+@dataclass(frozen=True, slots=True)
+class CandidatePair:
+    """Two active memories of one ``(owner, agent)`` scope whose embeddings are close: ids ``a``
+    and ``b`` (``a`` the older row), their cosine, and where the pair came from (``"vector"``:
+    nearest neighbours in the ANN index; ``"tokens"``: a shared rare key token)."""
+
+    a: str
+    b: str
+    similarity: float
+    source: str
+
+
+@dataclass(frozen=True, slots=True)
+class Candidates:
+    """What :meth:`MemoryStore.candidate_pairs` found for one owner: ``pairs`` at or above the
+    similarity asked for; ``considered``: distinct pairs whose cosine was computed (the work
+    done, never all ``n * (n - 1) / 2``); ``memories``: active memories scanned."""
+
+    pairs: list[CandidatePair]
+    considered: int
+    memories: int
+    #: Pairs found by each source before the similarity filter (``vector``, ``tokens``).
+    by_source: Mapping[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterMerge:
+    """One janitor merge (:meth:`MemoryStore.merge_memories`): the ``survivor`` takes
+    ``content`` (its old text, when it changes, and every absorbed member's text go to its
+    history with ``reason``) and the given importance, ``created_at``, confirmations and metadata;
+    every id of ``absorbed`` becomes ``superseded`` (``valid_to`` set, ``merged_into`` the
+    survivor in its metadata) and its associations move to the survivor."""
+
+    survivor: str
+    absorbed: Sequence[str]
+    content: str
+    content_hash: str
+    embedding: Vector
+    importance: float
+    created_at: datetime
+    confirmations: int
+    metadata: Mapping[str, Any]
+    reason: ChangeReason
 
 
 class MemoryStore(Protocol):
@@ -215,6 +260,40 @@ class MemoryStore(Protocol):
         """``owner``'s dedup-log rows (of ``decision`` when given), newest first."""
         ...
 
+    def dedup_entry(self, owner: str, entry_id: int) -> DedupLogEntry | None:
+        """``owner``'s dedup-log row ``entry_id`` (``None``: none, or another owner's)."""
+        ...
+
+    def pending_review(self, owner: str, *, limit: int = 100) -> list[DedupLogEntry]:
+        """``owner``'s ``unreviewed`` dedup-log rows, oldest first, at most ``limit``."""
+        ...
+
+    def set_review_status(self, owner: str, entry_id: int, status: ReviewStatus) -> DedupLogEntry:
+        """Record a review of ``owner``'s dedup-log row. Raises
+        :class:`~memlane.errors.NotFound`. Write."""
+        ...
+
+    def candidate_pairs(
+        self,
+        owner: str,
+        *,
+        neighbours: int,
+        min_similarity: float,
+        max_df: int,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> Candidates:
+        """Pairs of ``owner``'s active memories of one agent scope at cosine >=
+        ``min_similarity``, from two sources, never all pairs: each memory's ``neighbours``
+        nearest in the vector index, and memories sharing a rare key token (a full-text term
+        held by 2 to ``max_df`` active memories of the owner). ``progress(done, total)`` is
+        called as memories are scanned. A read (the janitor's candidates)."""
+        ...
+
+    def merge_memories(self, owner: str, merge: ClusterMerge) -> Memory:
+        """Apply one janitor merge (see :class:`ClusterMerge`); returns the survivor. Raises
+        :class:`~memlane.errors.NotFound` when a member is not ``owner``'s. Write."""
+        ...
+
     def count(self, owner: str | None = None) -> int:
         """Number of active memories of ``owner`` (of every owner with ``None``: a statistic,
         no row is returned)."""
@@ -223,6 +302,11 @@ class MemoryStore(Protocol):
     def counts(self, owner: str | None = None) -> list[tuple[str, str, str, int]]:
         """``(owner, type, status, n)`` per group of memories, every status (of ``owner`` when
         given; a statistic, no row is returned)."""
+        ...
+
+    def size_bytes(self) -> int:
+        """Bytes the store takes on disk (SQLite: the file and its WAL; PostgreSQL: the
+        database, ``pg_database_size``)."""
         ...
 
     # --- retrieval ------------------------------------------------------------------------

@@ -215,6 +215,28 @@ class TextIndex:
         order = sorted(hit.tolist(), key=lambda s: (-float(scores[s]), int(self._keys[s])))
         return [(int(self._keys[s]), float(scores[s])) for s in order]
 
+    def agent_codes(self, keys: NDArray[Any]) -> NDArray[np.int32]:
+        """The agent code of each key (0: shared; -1: not in the index), shape ``(len(keys),)``:
+        equal codes, equal scope."""
+        slot_of = self._slot_of
+        slots = np.fromiter((slot_of.get(int(k), -1) for k in keys), np.int64, len(keys))
+        out = np.where(slots >= 0, self._agents[np.maximum(slots, 0)], -1)
+        return out.astype(np.int32)
+
+    def rare_groups(self, max_df: int) -> list[NDArray[np.int64]]:
+        """The keys of the active memories sharing each term held by 2 to ``max_df`` of them
+        (one array per such term): rare key tokens (names, numbers, unusual words)."""
+        out: list[NDArray[np.int64]] = []
+        alive = self._alive
+        for slots, _tfs, used in self._postings.values():
+            if used < 2:
+                continue
+            s = slots[:used]
+            live = s[alive[s]]
+            if 2 <= len(live) <= max_df:
+                out.append(self._keys[live])
+        return out
+
     # ------------------------------------------------------------------ persistence
     def to_arrays(self) -> dict[str, NDArray[Any]]:
         """The index as flat arrays (for ``numpy.savez``); alive slots only."""

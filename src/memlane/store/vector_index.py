@@ -72,6 +72,52 @@ class OwnerIndex:
             self._index.add(keys, vecs, threads=0 if len(keys) >= 64 else 1)
         self.watermark = max(self.watermark, watermark)
 
+    def keys(self) -> NDArray[np.uint64]:
+        """Every key in the index (active rows), shape ``(n,)``."""
+        return np.asarray(self._index.keys, dtype=np.uint64)
+
+    def vectors(self, keys: NDArray[np.uint64]) -> Vector:
+        """The stored vectors of ``keys`` (all in the index), shape ``(len(keys), dimension)``."""
+        if len(keys) == 0:
+            return np.zeros((0, self.dimension), dtype=np.float32)
+        return np.asarray(self._index.get(keys, dtype="f32"), dtype=np.float32).reshape(
+            len(keys), self.dimension
+        )
+
+    def search_many(
+        self, vectors: Vector, k: int, expansion: int | None = None
+    ) -> tuple[NDArray[np.uint64], NDArray[np.float32], NDArray[np.int64]]:
+        """Nearest ``k`` of each row of ``vectors`` (all cores): keys ``(m, k)``, cosines
+        ``(m, k)`` and the count of valid columns per row ``(m,)``. ``expansion``: the HNSW
+        search breadth for this call (default: the index's 96)."""
+        n = len(self._index)
+        k = min(k, n)
+        m = len(vectors)
+        if m == 0 or k <= 0:
+            empty = np.zeros((m, 0))
+            return empty.astype(np.uint64), empty.astype(np.float32), np.zeros(m, np.int64)
+        if (
+            n < self.exact_below
+        ):  # exact: one matrix product (usearch's exact path is ~1 ms a query)
+            keys_all = self.keys()
+            sims = vectors @ self.vectors(keys_all).T
+            top = np.argpartition(-sims, k - 1, axis=1)[:, :k]
+            order = np.take_along_axis(-sims, top, axis=1).argsort(axis=1, kind="stable")
+            top = np.take_along_axis(top, order, axis=1)
+            cos = np.take_along_axis(sims, top, axis=1).astype(np.float32)
+            return keys_all[top], cos, np.full(m, k, dtype=np.int64)
+        default = self._index.expansion_search
+        if expansion is not None:
+            self._index.expansion_search = max(expansion, k)  # type: ignore[misc]
+        try:
+            found = self._index.search(vectors, k, exact=n < self.exact_below, threads=0)
+        finally:
+            self._index.expansion_search = default  # type: ignore[misc]
+        keys = np.asarray(found.keys, dtype=np.uint64).reshape(m, -1)
+        cos = 1.0 - np.asarray(found.distances, dtype=np.float32).reshape(m, -1)
+        counts = np.asarray(getattr(found, "counts", [len(found)]), dtype=np.int64).reshape(m)
+        return keys, cos.astype(np.float32), counts
+
     def search(self, vector: Vector, k: int) -> list[tuple[int, float]]:
         """Nearest ``k`` keys with cosine similarity, best first."""
         n = len(self._index)

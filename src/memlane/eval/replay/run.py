@@ -91,8 +91,15 @@ def replay(
     *,
     progress: Progress | None = None,
     source: str | None = None,
+    learn: bool = False,
 ) -> dict[str, Any]:
     """Replay ``conversations`` into ``engine`` (see the module docstring); returns the report.
+
+    ``learn``: instead of the dataset's prepared observations, the engine's LLM learns memories
+    from each session's raw dialogue (:meth:`MemoryEngine.learn`, one call per session, at the
+    same points); each learned memory cites every turn of its session as evidence (the model
+    names no turn), so recall is measured at the session's grain. A failed call is counted
+    (``learn_failures``) and the session skipped.
 
     The engine's store should hold no memories of these conversations' owners (the sample ids):
     :func:`replay_file` opens a fresh one.
@@ -113,17 +120,22 @@ def replay(
 
     stats: list[ConversationStats] = []
     for conv in conversations:
-        stats.append(_replay_one(engine, conv, count_tokens, advance))
+        stats.append(_replay_one(engine, conv, count_tokens, advance, learn))
     backend = getattr(engine.embedder, "backend", None)
     report = build_report(
         stats, engine.settings, tokenizer, None if backend is None else str(backend)
     )
     report["seconds"] = round(time.perf_counter() - started, 3)
-    return {
+    out = {
         "file": source,
         "conversations": [c.sample_id for c in conversations],
+        "memories_from": "dialogue (LLM)" if learn else "observations",
         **report,
     }
+    if learn:
+        out["llm"] = engine.llm_stats()
+        out["learn_failures"] = sum(s.decisions.get("learn_failed", 0) for s in stats)
+    return out
 
 
 def _replay_one(
@@ -131,6 +143,7 @@ def _replay_one(
     conv: Conversation,
     count_tokens: Callable[[str], int],
     advance: Callable[[int, str], None],
+    learn: bool = False,
 ) -> ConversationStats:
     started = time.perf_counter()
     owner = conv.sample_id
@@ -143,10 +156,13 @@ def _replay_one(
 
     def write_observations(up_to: int | None) -> None:
         """Store the observations of every session <= ``up_to`` (all when None) not yet stored."""
-        for number in sorted(conv.observations):
+        for number in sorted(dict(conv.sessions) if learn else conv.observations):
             if number in written or (up_to is not None and number > up_to):
                 continue
             written.add(number)
+            if learn:
+                _learn_session(engine, conv, number, st)
+                continue
             items = [
                 MemoryInput(
                     content=o.text,
@@ -234,6 +250,29 @@ def _replay_one(
         advance(1, f"{owner} questions")
     st.seconds = time.perf_counter() - started
     return st
+
+
+def _learn_session(
+    engine: MemoryEngine, conv: Conversation, number: int, st: ConversationStats
+) -> None:
+    """The LLM learns from session ``number``'s dialogue (``--learn``); every turn its evidence."""
+    from memlane.errors import LLMError
+
+    turns = next((t for n, t in conv.sessions if n == number), None)
+    if not turns:
+        return
+    messages = [{"role": "user", "content": t.message()} for t in turns]
+    evidence = {"evidence": [t.dia_id for t in turns], "learned_from": "dialogue"}
+    owner = conv.sample_id
+    try:
+        results = engine.learn(
+            messages, owner=owner, session=f"{owner}:{number}", metadata=evidence
+        )
+    except LLMError:
+        st.decisions["learn_failed"] += 1
+        return
+    st.offered += len(results)
+    st.decisions.update(r.decision.value for r in results)
 
 
 # --------------------------------------------------------------------------- opening a store

@@ -84,6 +84,20 @@ document.addEventListener("DOMContentLoaded", () => {
     const res = await api("POST", `/v1/sessions/${encodeURIComponent(id)}/reset`, { reason, owner });
     if (res.ok) location.reload(); else say(`Not reset: ${res.data.detail}`, true);
   });
+  for (const btn of document.querySelectorAll(".review-btn")) {
+    btn.addEventListener("click", async () => {
+      const { id, owner, action } = btn.dataset;
+      const res = await api("POST", `/v1/dedup-log/${encodeURIComponent(id)}/${action}?owner=${encodeURIComponent(owner)}`);
+      if (!res.ok) { say(`Not done: ${res.data.detail || res.status}`, true); return; }
+      say(res.data.message, res.data.action === "conflict");
+      const cell = document.getElementById(`review-${id}`);
+      if (res.data.action !== "conflict") {
+        cell.querySelector(".review-status").textContent = res.data.entry.review_status;
+        const gone = res.data.action === "reversed" ? ".review-btn" : "[data-action=confirm]";
+        for (const b of cell.querySelectorAll(gone)) b.remove();
+      }
+    });
+  }
   const login = document.getElementById("login");
   if (login) login.addEventListener("submit", (ev) => {
     ev.preventDefault();

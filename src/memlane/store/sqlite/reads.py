@@ -6,6 +6,7 @@ lock and :meth:`_require`. Contracts: :class:`~memlane.store.base.MemoryStore`.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -135,6 +136,11 @@ class ReadsMixin:
         with self._lock:
             rows = self._conn.execute(sql + " GROUP BY owner, type, status", args).fetchall()
         return [(str(o), str(t), str(s), int(n)) for o, t, s, n in rows]
+
+    def size_bytes(self) -> int:
+        path: Path = self.path  # type: ignore[attr-defined]
+        files = (path, path.with_name(path.name + "-wal"))
+        return sum(p.stat().st_size for p in files if p.exists())
 
     def embeddings(self, owner: str, ids: Sequence[str]) -> dict[str, Vector]:
         # Straight from the rows: current (another process may have re-embedded one), inactive

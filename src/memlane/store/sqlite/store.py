@@ -5,8 +5,8 @@ One file in WAL mode. Writers take the lock up front (``BEGIN IMMEDIATE``) and w
 "database is locked". Embeddings live in the ``memories`` table (float32 blobs). The search legs
 run over the backend-neutral caches of :mod:`memlane.store.index_cache` (an ANN index and a BM25
 index per owner), fed from ``vec_seq`` by :class:`~memlane.store.sqlite.feed.SQLiteFeed` and saved
-beside the database (``<db>.vec/``) on close so a cold process need not rebuild them. Sessions,
-associations and the dedup log are mixins (:mod:`.sessions`, :mod:`.links`).
+beside the database (``<db>.vec/``) on close so a cold process need not rebuild them. Mixins:
+:mod:`.sessions`, :mod:`.links` (and the dedup log), :mod:`.maintenance` (janitor, review).
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ from memlane.store.sqlite.connect import ClosedConnection, enable_wal, split_sql
 from memlane.store.sqlite.errors import is_busy, translate, translating
 from memlane.store.sqlite.feed import SQLiteFeed
 from memlane.store.sqlite.links import LinksMixin
+from memlane.store.sqlite.maintenance import MaintenanceMixin
 from memlane.store.sqlite.migrations import MIGRATIONS, hash_current, rehash
 from memlane.store.sqlite.reads import ReadsMixin
 from memlane.store.sqlite.rows import MEMORY_COLUMNS, SET_STATUS_SQL, merge_metadata, row_to_memory
@@ -44,12 +45,11 @@ __all__ = ["SQLiteStore", "merge_metadata"]
 
 _ACCESS_FLUSH_EVERY = 256
 _ACCESS_FLUSH_SECONDS = 5.0
-#: Indexes of fewer rows are not saved on close (cheap to rebuild).
-_PERSIST_MIN_VECTORS = PERSIST_MIN_ROWS
+_PERSIST_MIN_VECTORS = PERSIST_MIN_ROWS  # indexes of fewer rows are not saved on close
 
 
 @translating
-class SQLiteStore(ReadsMixin, LinksMixin, SessionsMixin):
+class SQLiteStore(ReadsMixin, LinksMixin, SessionsMixin, MaintenanceMixin):
     """The embedded store. Use :meth:`open`; thread-safe (one connection behind a lock)."""
 
     def __init__(

@@ -1,0 +1,278 @@
+"""CLI: ``memlane hook EVENT`` (one hook call, for Claude Code and Gemini CLI) and
+``memlane hooks install|uninstall|plugin`` (docs/integrations.md).
+
+``memlane hook`` normally never reaches Typer: the ``memlane`` script sends it straight to
+:mod:`memlane.hooks.run` (``memlane._entry``); this command is the same call for ``--help`` and
+for ``memlane.cli`` used as a library.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+
+from memlane.cli.app import (
+    HomeOption,
+    JsonOption,
+    app,
+    err,
+    handle_errors,
+    out,
+    print_json,
+    progress_bar,
+)
+from memlane.cli.bench import (
+    BatchOption,
+    BenchHomeOption,
+    CacheOption,
+    MemoriesOption,
+    RebuildOption,
+    SeedOption,
+    _prepare,
+    bench_app,
+)
+
+
+@app.command("hook")
+def hook_cmd(
+    event: Annotated[
+        str,
+        typer.Argument(
+            help="UserPromptSubmit, SessionStart, PreCompact, SessionEnd, Stop (Claude Code); "
+            "BeforeAgent, SessionStart, PreCompress, SessionEnd (Gemini CLI)."
+        ),
+    ],
+    client: Annotated[
+        str | None,
+        typer.Option("--client", help="claude-code or gemini (default: from the event name)."),
+    ] = None,
+    home: Annotated[
+        Path | None, typer.Option("--home", help="memlane home (default $MEMLANE_HOME).")
+    ] = None,
+) -> None:
+    """Run one hook call: read the client's JSON on stdin, inject or reset, print the
+    hookSpecificOutput JSON. Always exits 0; failures go to <home>/logs/hooks.log."""
+    from memlane.hooks.run import main
+
+    argv = [event]
+    if client:
+        argv += ["--client", client]
+    if home is not None:
+        argv += ["--home", str(home)]
+    raise typer.Exit(main(argv))
+
+
+hooks_app = typer.Typer(
+    help="Install memlane's hooks into Claude Code or Gemini CLI, or write the Claude Code "
+    "plugin (docs/integrations.md).",
+    no_args_is_help=True,
+)
+app.add_typer(hooks_app, name="hooks")
+
+ClientOption = Annotated[
+    str, typer.Option("--client", help="claude-code or gemini.", show_default=True)
+]
+ScopeOption = Annotated[
+    str,
+    typer.Option(
+        "--scope",
+        help="user (~/.claude or ~/.gemini), project (.claude/settings.json), "
+        "local (.claude/settings.local.json, Claude Code only).",
+    ),
+]
+DryRunOption = Annotated[bool, typer.Option("--dry-run", help="Print the diff; write nothing.")]
+ProjectOption = Annotated[
+    Path | None,
+    typer.Option("--project-dir", help="The project folder for --scope project|local (default .)."),
+]
+CommandOption = Annotated[
+    str | None,
+    typer.Option(
+        "--command",
+        help="How the client starts memlane (default: the memlane script on PATH, absolute).",
+    ),
+]
+#: ``[agents.gemini.injection]``: Gemini CLI's injected context lasts one turn, so a memory
+#: relevant again next turn is injected again (a window of one turn).
+GEMINI_EPHEMERAL = {"context_window_depth": 1}
+
+
+def _change(
+    install: bool,
+    client: str,
+    scope: str,
+    dry_run: bool,
+    project: Path | None,
+    command: str | None,
+) -> None:
+    from memlane.hooks.install import apply, plan, settings_path
+
+    path = settings_path(client, scope, (project or Path.cwd()).resolve())
+    change = plan(path, client, install=install, command=command)
+    verb = "install" if install else "uninstall"
+    if not change.changed:
+        err.print(f"{path}: nothing to change (memlane's hooks already {verb}ed)")
+    elif dry_run:
+        out.print(change.diff(), end="", markup=False, highlight=False)
+        err.print(f"--dry-run: {path} not changed")
+    else:
+        backup = apply(change)
+        saved = f" (backup: {backup})" if backup else ""
+        err.print(f"{verb}ed memlane's {client} hooks in {path}{saved}")
+
+
+def _ephemeral_gemini(home: Path | None, dry_run: bool) -> None:
+    """``[agents.gemini.injection] context_window_depth = 1`` in memlane.toml, unless the agent
+    sets a depth already."""
+    from memlane.config import CONFIG_FILENAME, Settings, resolve_home
+
+    root = resolve_home(home)
+    path = root / CONFIG_FILENAME
+    text = path.read_text(encoding="utf-8") if path.exists() else ""
+    try:
+        from memlane.server.tomlfile import agent_overrides, set_injection, write_atomic
+    except ImportError:
+        err.print(
+            f"add to {path} (Gemini's context lasts one turn):\n"
+            "[agents.gemini.injection]\ncontext_window_depth = 1"
+        )
+        return
+    if "context_window_depth" in agent_overrides(text, "gemini"):
+        return
+    new = set_injection(text, "gemini", GEMINI_EPHEMERAL)
+    Settings.from_text(root, new, source=str(path))  # refuse to write an invalid file
+    if dry_run:
+        err.print(
+            f"--dry-run: would set [agents.gemini.injection] context_window_depth = 1 in {path}"
+        )
+        return
+    root.mkdir(parents=True, exist_ok=True)
+    write_atomic(path, new)
+    err.print(f"{path}: [agents.gemini.injection] context_window_depth = 1 (ephemeral context)")
+
+
+@hooks_app.command("install")
+def install_cmd(
+    client: ClientOption = "claude-code",
+    scope: ScopeOption = "user",
+    dry_run: DryRunOption = False,
+    project_dir: ProjectOption = None,
+    command: CommandOption = None,
+    home: HomeOption = None,
+) -> None:
+    """Merge memlane's hooks into the client's settings file: other hooks and keys are kept,
+    a backup (<file>.memlane-backup) is written first, a second run changes nothing. For
+    Gemini CLI also sets [agents.gemini.injection] context_window_depth = 1 in memlane.toml."""
+    with handle_errors():
+        _change(True, client, scope, dry_run, project_dir, command)
+        if client == "gemini":
+            _ephemeral_gemini(home, dry_run)
+
+
+@hooks_app.command("uninstall")
+def uninstall_cmd(
+    client: ClientOption = "claude-code",
+    scope: ScopeOption = "user",
+    dry_run: DryRunOption = False,
+    project_dir: ProjectOption = None,
+) -> None:
+    """Remove memlane's hooks from the client's settings file (other hooks kept; backup
+    first)."""
+    with handle_errors():
+        _change(False, client, scope, dry_run, project_dir, None)
+
+
+@hooks_app.command("plugin")
+def plugin_cmd(
+    folder: Annotated[Path, typer.Argument(help="Where to write the plugin.")],
+) -> None:
+    """Write the Claude Code plugin: .claude-plugin/plugin.json, hooks/hooks.json, .mcp.json
+    (the commands run `memlane` from PATH). Install with `claude plugin install` from a
+    marketplace, or use it with `claude --plugin-dir FOLDER`."""
+    from memlane import __version__
+    from memlane.hooks.install import write_plugin
+
+    with handle_errors():
+        for path in write_plugin(folder, __version__):
+            out.print(str(path), highlight=False)
+
+
+@bench_app.command("hooks")
+def bench_hooks_cmd(
+    memories: MemoriesOption = 10_000,
+    prompts: Annotated[
+        int, typer.Option("--prompts", min=1, help="Hook runs timed per path (fresh processes).")
+    ] = 100,
+    mcp: Annotated[
+        bool, typer.Option("--mcp/--no-mcp", help="Also time recall/context_for_turn over MCP.")
+    ] = True,
+    seed: SeedOption = 0,
+    batch: BatchOption = 256,
+    home: BenchHomeOption = None,
+    cache_dir: CacheOption = None,
+    rebuild: RebuildOption = False,
+    json_out: JsonOption = False,
+) -> None:
+    """Time `memlane hook UserPromptSubmit` as a fresh process per prompt, without a server
+    (cold: the model loads in the hook) and with `memlane serve` running; then MCP recall and
+    context_for_turn in one session. Runs on a copy of the cached store of N memories.
+
+    Example: memlane bench hooks --memories 10000 --json
+    """
+    from memlane.eval.bench.hooks import run_hooks
+
+    with handle_errors():
+        prepared = _prepare(memories, seed, home, cache_dir, rebuild, batch)
+        with progress_bar(transient=True) as bar:
+            tasks: dict[str, Any] = {}
+
+            def update(label: str, done: int, total: int) -> None:
+                if label not in tasks:
+                    tasks[label] = bar.add_task(f"hook, {label}", total=total)
+                bar.update(tasks[label], completed=done)
+
+            result = run_hooks(prepared, seed=seed, prompts=prompts, mcp=mcp, progress=update)
+    if json_out:
+        print_json(result)
+        return
+    table = Table(
+        title=f"bench hooks: {result['memories']:,} memories ({result['embedder']}), "
+        f"{prompts} prompts, a fresh process each",
+        title_justify="left",
+    )
+    for col in ("what", "p50 ms", "p95 ms", "max ms", "printed", "failures"):
+        table.add_column(col, justify="right")
+    for label, key in (
+        ("hook, memlane serve", "hook_with_server"),
+        ("hook, no server", "hook_without_server"),
+    ):
+        r = result[key]
+        table.add_row(
+            label,
+            f"{r['p50_ms']:.1f}",
+            f"{r['p95_ms']:.1f}",
+            f"{r['max_ms']:.1f}",
+            str(r["printed"]),
+            str(r["failures"]),
+        )
+    if result["mcp"]:
+        for tool in ("recall", "context_for_turn"):
+            r = result["mcp"][tool]
+            table.add_row(
+                f"MCP {tool}",
+                f"{r['p50_ms']:.1f}",
+                f"{r['p95_ms']:.1f}",
+                f"{r['max_ms']:.1f}",
+                "-",
+                str(result["mcp"]["errors"]),
+            )
+    out.print(table)
+    goals = result["goals"]
+    err.print(
+        f"goals: p95 with the server <= {goals['server_p95_ms']:.0f} ms: "
+        f"{'met' if goals['server_p95_met'] else 'NOT met'}; cold <= {goals['cold_ms']:.0f} ms: "
+        f"{'met' if goals['cold_p95_met'] else 'NOT met'} (p95)"
+    )

@@ -1,0 +1,123 @@
+"""``memlane review``: list the unreviewed dedup decisions, confirm or reverse one, or let the LLM
+review the rejections that embeddings made alone."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Annotated, Any
+
+import typer
+
+from memlane.cli.app import (
+    HomeOption,
+    JsonOption,
+    OwnerOption,
+    app,
+    err,
+    out,
+    print_json,
+    progress_bar,
+)
+from memlane.cli.render import command, decision_text, engine_for, short, table
+
+review_app = typer.Typer(
+    help="Review the dedup log: list unreviewed decisions, confirm or reverse one, or --llm.",
+    invoke_without_command=True,
+)
+app.add_typer(review_app, name="review")
+
+EntryArg = Annotated[int, typer.Argument(help="The dedup-log entry id (see `memlane review`).")]
+
+
+def _print_outcomes(outcomes: Sequence[Any], as_json: bool) -> None:
+    if as_json:
+        print_json([o.to_dict() for o in outcomes])
+        return
+    for o in outcomes:
+        out.print(
+            f"[bold]{o.action}[/bold] {o.message}" + (f" ({o.reasoning})" if o.reasoning else ""),
+            highlight=False,
+        )
+
+
+@review_app.callback()
+def review(
+    ctx: typer.Context,
+    owner: OwnerOption = "default",
+    llm: Annotated[
+        bool,
+        typer.Option(
+            "--llm",
+            help="Ask the configured LLM about the rejections decided without one "
+            "(auto_reject, replaced, fallback_reject, janitor merges): confirm or reverse each.",
+        ),
+    ] = False,
+    limit: Annotated[int, typer.Option("--limit", min=1, help="Rows at most.")] = 100,
+    home: HomeOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """List the unreviewed dedup decisions (hash_exact ones are confirmed automatically).
+
+    Examples:  memlane review   |   memlane review confirm 12   |   memlane review reverse 12
+    |   memlane review --llm
+    """
+    if ctx.invoked_subcommand is not None:
+        return
+    with engine_for(home) as engine:
+        if llm:
+            with progress_bar(transient=True) as bar:
+                task = bar.add_task("asking the LLM", total=None)
+                outcomes = engine.review_with_llm(
+                    owner=owner,
+                    limit=limit,
+                    progress=lambda d, t: bar.update(task, completed=d, total=t),
+                )
+            _print_outcomes(outcomes, as_json)
+            if not as_json:
+                err.print(f"{len(outcomes)} rows reviewed by the LLM", highlight=False)
+            return
+        rows = engine.review_pending(owner=owner, limit=limit)
+    if as_json:
+        print_json([r.to_dict() for r in rows])
+        return
+    t = table(f"{len(rows)} unreviewed dedup decisions of {owner!r}")
+    for col in ("id", "decision", "sim", "offered text", "kept memory"):
+        t.add_column(col)
+    for r in rows:
+        t.add_row(
+            str(r.id),
+            decision_text(r.decision),
+            short(r.similarity, 3),
+            r.new_text,
+            r.existing_text or "",
+        )
+    out.print(t)
+    if rows:
+        err.print(
+            "confirm or reverse one:  memlane review confirm ID  |  memlane review reverse ID"
+        )
+
+
+@command(review_app, "confirm")
+def confirm(
+    entry_id: EntryArg,
+    owner: OwnerOption = "default",
+    home: HomeOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Confirm a decision: it stands."""
+    with engine_for(home) as engine:
+        _print_outcomes([engine.review(entry_id, "confirm", owner=owner)], as_json)
+
+
+@command(review_app, "reverse")
+def reverse(
+    entry_id: EntryArg,
+    owner: OwnerOption = "default",
+    home: HomeOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Reverse a decision: the offered text becomes a memory again (unless a live memory already
+    holds the same text, which is reported; nothing is written then)."""
+    with engine_for(home) as engine:
+        _print_outcomes([engine.review(entry_id, "reverse", owner=owner)], as_json)

@@ -1,0 +1,457 @@
+"""The janitor: duplicate clusters found after the fact, merged one cluster at a time
+(ARCHITECTURE.md, "Batch dedup"; docs/dedup.md, "The janitor").
+
+Per owner, never across owners (and never across agent scopes):
+
+1. **Candidates**, never all pairs (:meth:`~memlane.store.base.MemoryStore.candidate_pairs`):
+   each memory's :data:`NEIGHBOURS` nearest in the vector index and memories sharing a rare key
+   token (a term of 2 to :data:`MAX_DF` memories), kept at cosine >= ``[dedup] gray_low``.
+2. **Clusters**: union-find over those pairs; a memory is in at most one cluster, so it is merged
+   at most once per run. Clusters over :data:`MAX_CLUSTER` members are skipped (reported).
+3. **One merge per cluster.** With an LLM that can merge (:class:`~memlane.llm.Merger`), the model
+   names the members that say the same thing and writes one text for them (checked: not empty,
+   not an injected block, not longer than those members together). Without one, or when the call
+   fails, the *guard rule*: every pair of members must pass the near-identical guard (verdict
+   same, extends or narrows, or a compound variant), and the text that wins is the newest one that
+   says at least what every other member says (same or extends): the newest text wins without
+   losing a word another member had. Otherwise the cluster is skipped ("skipped by the guard").
+4. **Provenance**, in one transaction per cluster
+   (:meth:`~memlane.store.base.MemoryStore.merge_memories`): the oldest member survives (its id);
+   every member's text goes to its history; associations move to it; it takes the highest
+   importance, the earliest ``created_at``, the sum of the confirmations and every member's
+   metadata (``merged_from``: the absorbed ids); the others become ``superseded`` with
+   ``merged_into``; one ``janitor_merge`` row per absorbed member goes to the dedup log (a review
+   can reverse it). A cluster whose members changed since they were read is skipped.
+
+A second run finds nothing new: the absorbed members are no longer active, so no pair reaches them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from itertools import combinations
+from typing import Any, Literal
+
+from memlane._text import canonical, content_hash
+from memlane.config import DedupSettings
+from memlane.dedup.guard import GuardVerdict, compare, compound_variant
+from memlane.embeddings.cache import Embeddings
+from memlane.history import is_injection_text
+from memlane.llm import LLM, Merger
+from memlane.store.base import CandidatePair, ClusterMerge, MemoryStore, NewDedupLog
+from memlane.store.sqlite.rows import merge_metadata
+from memlane.types import ChangeReason, Decision, Memory, ReviewStatus, Status
+
+__all__ = ["MAX_CLUSTER", "MAX_DF", "NEIGHBOURS", "ClusterPlan", "Janitor", "JanitorReport"]
+
+#: Nearest neighbours asked of the vector index per memory (the write path asks for 8; a few more
+#: here, because a cluster's members may crowd each other's lists).
+NEIGHBOURS = 10
+#: A "rare" key token is held by at most this many memories of the owner (bounds its pairs to 6).
+MAX_DF = 4
+#: Larger clusters (chains of look-alikes through union-find) are skipped, not merged blindly.
+MAX_CLUSTER = 32
+
+#: Guard verdicts under which two members may be merged without a model.
+_PASS = frozenset({GuardVerdict.SAME, GuardVerdict.EXTENDS, GuardVerdict.NARROWS})
+#: ... and under which a member's text holds everything the other's does.
+_HOLDS = frozenset({GuardVerdict.SAME, GuardVerdict.EXTENDS})
+
+#: ``progress(label, done, total)``.
+Progress = Callable[[str, int, int], None]
+
+
+@dataclass(slots=True)
+class ClusterPlan:
+    """What the janitor decided for one cluster. ``members``: oldest first; ``action``:
+    ``merge`` (``survivor`` takes ``text``, ``absorbed`` are superseded) or ``skip``;
+    ``via``: ``llm`` or ``guard``; ``outcome``: ``merged``, ``planned`` (dry run), or why it
+    was skipped (``guard``, ``llm_keep``, ``too_large``, ``changed``)."""
+
+    owner: str
+    members: list[Memory]
+    similarity: float
+    action: Literal["merge", "skip"]
+    outcome: str
+    via: str | None = None
+    survivor: str | None = None
+    absorbed: list[str] = field(default_factory=list)
+    text: str | None = None
+    reason: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "owner": self.owner,
+            "members": [{"id": m.id, "content": m.content} for m in self.members],
+            "similarity": round(self.similarity, 4),
+            "action": self.action,
+            "outcome": self.outcome,
+            "via": self.via,
+            "survivor": self.survivor,
+            "absorbed": self.absorbed,
+            "text": self.text,
+            "reason": self.reason,
+        }
+
+
+@dataclass(slots=True)
+class JanitorReport:
+    """The figures of one run (``seconds``: wall time; ``candidate_pairs``: pairs scored, never
+    all; ``pairs``: those at or above ``gray_low``; ``merged``: clusters merged; ``absorbed``:
+    memories superseded by a merge)."""
+
+    dry_run: bool
+    owners: list[str] = field(default_factory=list)
+    memories: int = 0
+    candidate_pairs: int = 0
+    pairs: int = 0
+    by_source: dict[str, int] = field(default_factory=lambda: {"vector": 0, "tokens": 0})
+    clusters: int = 0
+    merged: int = 0
+    absorbed: int = 0
+    skipped: dict[str, int] = field(default_factory=dict)
+    llm_calls: int = 0
+    llm_failures: int = 0
+    seconds: float = 0.0
+    plans: list[ClusterPlan] = field(default_factory=list)
+
+    @property
+    def skipped_by_guard(self) -> int:
+        return self.skipped.get("guard", 0)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "dry_run": self.dry_run,
+            "owners": self.owners,
+            "memories": self.memories,
+            "candidate_pairs": self.candidate_pairs,
+            "candidate_pairs_per_memory": round(self.candidate_pairs / max(self.memories, 1), 2),
+            "pairs": self.pairs,
+            "by_source": dict(self.by_source),
+            "clusters": self.clusters,
+            "merged": self.merged,
+            "absorbed": self.absorbed,
+            "skipped": dict(sorted(self.skipped.items())),
+            "skipped_by_guard": self.skipped_by_guard,
+            "llm_calls": self.llm_calls,
+            "llm_failures": self.llm_failures,
+            "seconds": round(self.seconds, 3),
+            "plans": [p.to_dict() for p in self.plans],
+        }
+
+
+def clusters_of(pairs: Sequence[CandidatePair]) -> list[tuple[list[str], float]]:
+    """Union-find over ``pairs``: each connected group of ids (in first-seen order) with the
+    highest cosine among its pairs, largest groups first."""
+    parent: dict[str, str] = {}
+
+    def find(x: str) -> str:
+        root = x
+        while parent[root] != root:
+            root = parent[root]
+        while parent[x] != root:  # path compression
+            parent[x], x = root, parent[x]
+        return root
+
+    for p in pairs:
+        for x in (p.a, p.b):
+            parent.setdefault(x, x)
+        ra, rb = find(p.a), find(p.b)
+        if ra != rb:
+            parent[rb] = ra
+    groups: dict[str, list[str]] = {}
+    best: dict[str, float] = {}
+    for x in parent:
+        groups.setdefault(find(x), []).append(x)
+    for p in pairs:
+        r = find(p.a)
+        best[r] = max(best.get(r, 0.0), p.similarity)
+    out = [(ids, best[r]) for r, ids in groups.items()]
+    out.sort(key=lambda g: (-len(g[0]), g[0][0]))
+    return out
+
+
+def _may_be_compound(a: str, b: str) -> bool:
+    """A cheap necessary condition of :func:`compound_variant`: the canonical texts are equal
+    once their spaces are removed (a compound written apart or joined keeps its letters)."""
+    return "".join(canonical(a).split()) == "".join(canonical(b).split())
+
+
+def passes(a: str, b: str) -> bool:
+    """Two texts may be merged without a model (the near-identical guard, either order)."""
+    return compare(a, b).verdict in _PASS or compound_variant(a, b)
+
+
+#: The verdict of ``compare(b, a)`` given that of ``compare(a, b)``.
+_INVERSE = {GuardVerdict.EXTENDS: GuardVerdict.NARROWS, GuardVerdict.NARROWS: GuardVerdict.EXTENDS}
+
+
+def guard_winner(members: Sequence[Memory]) -> tuple[Memory | None, str]:
+    """The text that wins a cluster without a model (oldest-first ``members``): the newest whose
+    text holds every other member's; ``(None, why)`` when a pair fails the guard or no member
+    holds all the others. Each pair is compared once."""
+    holds: dict[tuple[int, int], bool] = {}  # (i, j): member j's text holds member i's
+    for (i, x), (j, y) in combinations(enumerate(members), 2):
+        result = compare(x.content, y.content)
+        verdict = result.verdict
+        if verdict not in _PASS:
+            if not _may_be_compound(x.content, y.content) or not compound_variant(
+                x.content, y.content
+            ):
+                why = f"{x.id} and {y.id} fail the near-identical guard ({result.reason})"
+                return None, why
+            verdict = GuardVerdict.SAME
+        holds[(i, j)] = verdict in _HOLDS
+        holds[(j, i)] = _INVERSE.get(verdict, verdict) in _HOLDS
+    for j in reversed(range(len(members))):  # newest first
+        if all(holds[(i, j)] for i in range(len(members)) if i != j):
+            w = members[j]
+            return w, f"near-identical; the newest text holding every member's words ({w.id})"
+    return None, "near-identical pairs, but no member's text holds every other's words"
+
+
+class Janitor:
+    """Finds and merges duplicate clusters of a store (see the module doc)."""
+
+    def __init__(
+        self,
+        store: MemoryStore,
+        embeddings: Embeddings,
+        settings: DedupSettings,
+        llm: LLM | None = None,
+    ) -> None:
+        self.store = store
+        self.embeddings = embeddings
+        self.settings = settings
+        self.llm = llm
+
+    def run(
+        self, owners: Sequence[str], *, dry_run: bool = False, progress: Progress | None = None
+    ) -> JanitorReport:
+        """One pass over each of ``owners``. ``dry_run``: plan (the LLM is asked when one is
+        configured) but write nothing. Raises :class:`~memlane.errors.StoreError` (a cluster
+        whose transaction failed is rolled back whole; earlier clusters stay merged)."""
+        started = time.perf_counter()
+        report = JanitorReport(dry_run=dry_run, owners=list(owners))
+        for owner in owners:
+            self._owner(owner, report, dry_run, progress)
+        report.seconds = time.perf_counter() - started
+        return report
+
+    def _owner(
+        self, owner: str, report: JanitorReport, dry_run: bool, progress: Progress | None
+    ) -> None:
+        tick = None if progress is None else (lambda d, t: progress(f"pairs of {owner}", d, t))
+        found = self.store.candidate_pairs(
+            owner,
+            neighbours=NEIGHBOURS,
+            min_similarity=self.settings.gray_low,
+            max_df=MAX_DF,
+            progress=tick,
+        )
+        report.memories += found.memories
+        report.candidate_pairs += found.considered
+        report.pairs += len(found.pairs)
+        for source, n in found.by_source.items():
+            report.by_source[source] = report.by_source.get(source, 0) + n
+        groups = clusters_of(found.pairs)
+        report.clusters += len(groups)
+        ids = [i for g, _ in groups if len(g) <= MAX_CLUSTER for i in g]
+        rows = self.store.get_many(owner, ids)
+        kept: set[str] = (
+            self._kept_before(owner) if groups and isinstance(self.llm, Merger) else set()
+        )
+        why_kept = "kept apart by the LLM in an earlier run (the same members)"
+        for n, (group, sim) in enumerate(groups, 1):
+            if len(group) > MAX_CLUSTER:
+                plan = ClusterPlan(
+                    owner, [], sim, "skip", "too_large", reason=f"{len(group)} members"
+                )
+            else:
+                members = sorted((rows[i] for i in group if i in rows), key=_age)
+                if _fingerprint(members) in kept:  # the model kept these apart in a past run
+                    plan = ClusterPlan(
+                        owner, members, sim, "skip", "llm_keep", "llm", reason=why_kept
+                    )
+                else:
+                    plan = self._plan(owner, members, sim, report)
+                if plan.outcome == "llm_keep" and not dry_run and plan.reason != why_kept:
+                    self._remember_kept(plan)
+                if plan.action == "merge":
+                    if dry_run:
+                        plan.outcome = "planned"
+                    elif self._apply(plan):
+                        plan.outcome = "merged"
+                    else:
+                        plan.action, plan.outcome = "skip", "changed"
+            if plan.outcome == "merged":
+                report.merged += 1
+                report.absorbed += len(plan.absorbed)
+            elif plan.action == "skip":
+                report.skipped[plan.outcome] = report.skipped.get(plan.outcome, 0) + 1
+            report.plans.append(plan)
+            if progress is not None:
+                progress(f"clusters of {owner}", n, len(groups))
+
+    # ------------------------------------------------------------------ the model's "keep"
+    def _kept_before(self, owner: str) -> set[str]:
+        """Fingerprints of the clusters the model kept apart in earlier runs (their
+        ``llm_keep`` rows in the dedup log): not asked again while their members stay the same."""
+        rows = self.store.dedup_log(owner, decision=Decision.LLM_KEEP, limit=1_000_000)
+        return {
+            r.reasoning.split()[1]
+            for r in rows
+            if r.reasoning and r.reasoning.startswith(_KEEP_TAG) and len(r.reasoning.split()) > 1
+        }
+
+    def _remember_kept(self, plan: ClusterPlan) -> None:
+        """One ``llm_keep`` row (confirmed: nothing to review) naming the cluster's fingerprint."""
+        first, second = plan.members[0], plan.members[1]
+        with self.store.transaction():
+            self.store.log_dedup(
+                NewDedupLog(
+                    owner=plan.owner,
+                    new_text=second.content,
+                    existing_id=first.id,
+                    existing_text=first.content,
+                    similarity=round(plan.similarity, 6),
+                    decision=Decision.LLM_KEEP,
+                    reasoning=f"{_KEEP_TAG} {_fingerprint(plan.members)} {plan.reason}".strip(),
+                    review_status=ReviewStatus.CONFIRMED,
+                )
+            )
+
+    # ------------------------------------------------------------------ planning
+    def _plan(
+        self, owner: str, members: list[Memory], sim: float, report: JanitorReport
+    ) -> ClusterPlan:
+        prefix = ""
+        if isinstance(self.llm, Merger):
+            report.llm_calls += 1
+            try:
+                verdict = self.llm.merge_memories([m.content for m in members])
+            except Exception as exc:  # any failure: the guard rule decides, nothing is lost
+                report.llm_failures += 1
+                prefix = f"LLM failed ({exc}); "
+            else:
+                tag = f"[{verdict.prompt_version}] " if verdict.prompt_version else ""
+                why = f"{tag}{verdict.reasoning or ''}".strip()
+                chosen = [members[i] for i in verdict.members]
+                if verdict.action == "keep" or len(chosen) < 2:
+                    return ClusterPlan(owner, members, sim, "skip", "llm_keep", "llm", reason=why)
+                text = (verdict.merged_text or "").strip()
+                problem = self._text_problem(text, chosen)
+                if problem is None:
+                    return ClusterPlan(
+                        owner,
+                        members,
+                        sim,
+                        "merge",
+                        "planned",
+                        "llm",
+                        chosen[0].id,
+                        [m.id for m in chosen[1:]],
+                        text,
+                        why,
+                    )
+                prefix = f"LLM merge refused: {problem}; "
+        winner, why = guard_winner(members)
+        if winner is None:
+            return ClusterPlan(owner, members, sim, "skip", "guard", "guard", reason=prefix + why)
+        return ClusterPlan(
+            owner,
+            members,
+            sim,
+            "merge",
+            "planned",
+            "guard",
+            members[0].id,
+            [m.id for m in members[1:]],
+            winner.content,
+            prefix + why,
+        )
+
+    def _text_problem(self, text: str, chosen: Sequence[Memory]) -> str | None:
+        if not text:
+            return "the merged text is empty"
+        if is_injection_text(text):
+            return "the merged text is an injected context block"
+        limit = min(sum(len(m.content) + 1 for m in chosen), self.settings.max_chars)
+        if len(text) > limit:
+            return f"the merged text ({len(text)} chars) is longer than its members together"
+        return None
+
+    # ------------------------------------------------------------------ applying
+    def _apply(self, plan: ClusterPlan) -> bool:
+        """Merge one planned cluster in one transaction; ``False`` when a member changed."""
+        store, owner = self.store, plan.owner
+        assert plan.survivor is not None and plan.text is not None
+        ids = [plan.survivor, *plan.absorbed]
+        same_text = [m.id for m in plan.members if m.content == plan.text]
+        vector = store.embeddings(owner, same_text[:1]).get(same_text[0]) if same_text else None
+        if vector is None:  # the model's own wording: embedded before the transaction
+            vector = self.embeddings.embed([plan.text])[0]
+        planned = {m.id: m.content_hash for m in plan.members}
+        with store.transaction():
+            now = store.get_many(owner, ids)
+            if any(
+                (m := now.get(i)) is None
+                or m.status is not Status.ACTIVE
+                or m.content_hash != planned[i]
+                for i in ids
+            ):
+                return False
+            group = [now[i] for i in ids]
+            metadata: dict[str, Any] = {}
+            for m in group:
+                metadata = merge_metadata(metadata, m.metadata)
+            metadata = merge_metadata(metadata, {"merged_from": list(plan.absorbed)})
+            store.merge_memories(
+                owner,
+                ClusterMerge(
+                    survivor=plan.survivor,
+                    absorbed=list(plan.absorbed),
+                    content=plan.text,
+                    content_hash=content_hash(plan.text),
+                    embedding=vector,
+                    importance=max(m.importance for m in group),
+                    created_at=min(m.created_at for m in group),
+                    confirmations=sum(m.confirmations for m in group),
+                    metadata=metadata,
+                    reason=ChangeReason.JANITOR_MERGE,
+                ),
+            )
+            # one row per text the merge took out of the store (the survivor's old one too), so
+            # a review can reverse it; a text that lives on is not one
+            for m in (x for x in group if x.content != plan.text or x.id != plan.survivor):
+                store.log_dedup(
+                    NewDedupLog(
+                        owner=owner,
+                        new_text=m.content,
+                        existing_id=plan.survivor,
+                        existing_text=plan.text,
+                        similarity=round(plan.similarity, 6),
+                        decision=Decision.JANITOR_MERGE,
+                        reasoning=f"[janitor:{plan.via}] {plan.reason}".strip(),
+                        review_status=ReviewStatus.UNREVIEWED,
+                    )
+                )
+        return True
+
+
+#: How an ``llm_keep`` row of the janitor's starts: ``[janitor:keep] <fingerprint> <reasoning>``.
+_KEEP_TAG = "[janitor:keep]"
+
+
+def _fingerprint(members: Sequence[Memory]) -> str:
+    """A cluster's identity: its member ids and their content hashes (a changed member or a new
+    one makes another cluster, which the model is asked about again)."""
+    joined = "|".join(sorted(f"{m.id}:{m.content_hash}" for m in members))
+    return hashlib.sha256(joined.encode()).hexdigest()[:24]
+
+
+def _age(m: Memory) -> tuple[Any, str]:
+    return (m.created_at, m.id)

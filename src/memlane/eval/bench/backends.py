@@ -1,0 +1,246 @@
+"""``memlane bench add|inject --backend sqlite,postgres``: the same benchmark on each backend in one
+run, with 1 and more concurrent clients (threads sharing one engine, as ``memlane serve``'s
+worker threads do).
+
+Per backend: a fresh store of N memories built with ``add_many`` (batches, dedup on; the same
+seeded texts and, through a shared memo, the same embeddings, computed once for all backends),
+then per client level:
+
+- ``add``: single adds of the next memories of the stream, spread over the clients;
+- ``inject``: injection turns (each with its session's two previous turns as ``recent``, each
+  client its own sessions) and hybrid searches of the same texts.
+
+PostgreSQL: the database of ``--dsn`` (it must be empty), else a packaged server started in a
+temporary folder for the run (``memlane postgres``'s) and stopped after. Its report also holds
+``EXPLAIN ANALYZE`` of the hot queries and the HNSW ``ef_search`` trade-off (recall@10 of the
+vector leg against an exact scan, and its latency).
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Sequence
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from memlane.eval.bench.generator import Generator
+from memlane.eval.bench.store import OWNER, build, open_engine, timed_embedder
+from memlane.eval.timing import TimedEmbedder, latency_summary
+
+BACKENDS = ("sqlite", "postgres")
+
+
+class _Memo:
+    """An embedder that remembers every text it embedded (the backends share the work)."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.seen: dict[str, NDArray[np.float32]] = {}
+        #: Remember (building the stores) or not (timed calls: every backend pays the same).
+        self.active = True
+
+    @property
+    def name(self) -> str:
+        return str(self.inner.name)
+
+    @property
+    def dimension(self) -> int:
+        return int(self.inner.dimension)
+
+    def embed_batch(self, texts: Sequence[str]) -> NDArray[np.float32]:
+        if not self.active:
+            return np.asarray(self.inner.embed_batch(texts), dtype=np.float32)
+        todo = [t for t in dict.fromkeys(texts) if t not in self.seen]
+        if todo:
+            for text, vec in zip(todo, self.inner.embed_batch(todo), strict=True):
+                self.seen[text] = np.asarray(vec, dtype=np.float32)
+        return np.vstack([self.seen[t] for t in texts])
+
+
+def parse_list(text: str, allowed: Sequence[str] | None = None) -> list[str]:
+    """``"a,b"`` -> ``["a", "b"]``; ``ValueError`` for an empty list or a name not allowed."""
+    items = [t.strip() for t in text.split(",") if t.strip()]
+    if not items or (allowed is not None and any(i not in allowed for i in items)):
+        raise ValueError(f"expected a comma-separated list of {', '.join(allowed or ['items'])}")
+    return items
+
+
+def _concurrently(clients: int, jobs: Sequence[Any], call: Callable[[Any], Any]) -> list[float]:
+    """Run ``call`` on every job, ``clients`` threads taking their share in turn; the ms of
+    each call."""
+    ms: list[float] = []
+    lock = threading.Lock()
+    barrier = threading.Barrier(clients)
+    errors: list[BaseException] = []
+
+    def worker(mine: Sequence[Any]) -> None:
+        barrier.wait()
+        try:
+            for job in mine:
+                started = time.perf_counter()
+                call(job)
+                took = (time.perf_counter() - started) * 1000.0
+                with lock:
+                    ms.append(took)
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=worker, args=(jobs[i::clients],)) for i in range(clients)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise errors[0]
+    return ms
+
+
+def _progress_of(
+    progress: Callable[[str, int, int], None] | None, name: str, n: int
+) -> Callable[[int], None] | None:
+    if progress is None:
+        return None
+    report = progress
+    return lambda done: report(name, done, n)
+
+
+def _level(clients: int, ms: list[float], seconds: float) -> dict[str, Any]:
+    return {
+        "clients": clients,
+        "calls": len(ms),
+        "per_second": round(len(ms) / seconds, 2) if seconds else 0.0,
+        **latency_summary(ms),
+    }
+
+
+def _store_home(root: Path, backend: str, dsn: str | None, stack: ExitStack) -> Path:
+    """A home whose ``memlane.toml`` points at a fresh store of ``backend``."""
+    home = root / backend
+    home.mkdir(parents=True)
+    if backend == "sqlite":
+        (home / "memlane.toml").write_text('[store]\nbackend = "sqlite"\n')
+        return home
+    if dsn is None:
+        from memlane.store.postgres import server
+
+        data = root / "pgdata"
+        info = server.start(data)
+        stack.callback(server.stop, data)
+        dsn = info.dsn
+    (home / "memlane.toml").write_text(f'[store]\nbackend = "postgres"\ndsn = "{dsn}"\n')
+    return home
+
+
+def run_backends(
+    kind: str,
+    n: int,
+    *,
+    backends: Sequence[str] = BACKENDS,
+    clients: Sequence[int] = (1, 8),
+    seed: int = 0,
+    batch: int = 256,
+    calls: int = 200,
+    warmup: int = 20,
+    dsn: str | None = None,
+    hnsw: bool = True,
+    progress: Callable[[str, int, int], None] | None = None,
+) -> dict[str, Any]:
+    """The comparison (module docstring) for ``kind`` ``"add"`` or ``"inject"``; a JSON-ready
+    dict: ``{"bench", "memories", "embedder", "backends": {name: {build..., "levels": [...]}}}``."""
+    from memlane.config import Settings
+
+    memo = _Memo(timed_embedder(Settings.load()).inner)
+    timer = TimedEmbedder(memo)
+    report: dict[str, Any] = {
+        "bench": f"{kind} --backend",
+        "memories": n,
+        "seed": seed,
+        "embedder": timer.name,
+        "backends": {},
+    }
+    root = Path(tempfile.mkdtemp(prefix="memlane-bench-backends-"))
+    try:
+        with ExitStack() as stack:
+            for name in backends:
+                home = _store_home(root, name, dsn, stack)
+                engine, _ = open_engine(home, timer)
+                with engine:
+                    memo.active = True
+                    stats = build(
+                        engine,
+                        Generator(seed),
+                        n,
+                        batch=batch,
+                        timer=timer,
+                        progress=_progress_of(progress, name, n),
+                    )
+                    result: dict[str, Any] = {
+                        "build_seconds": round(stats.seconds, 3),
+                        "add_per_second": round(n / stats.seconds, 2) if stats.seconds else 0.0,
+                        "stored": stats.stored,
+                        "levels": [],
+                    }
+                    memo.active = False
+                    result["levels"] = _levels(kind, engine, n, seed, clients, calls, warmup)
+                    if name == "postgres":
+                        from memlane.eval.bench.pg_plans import explain, hnsw_tradeoff
+
+                        store: Any = engine.store
+                        result["explain"] = explain(store.dsn, timer, OWNER)
+                        if hnsw:
+                            result["hnsw"] = hnsw_tradeoff(store.dsn, timer, n, seed)
+                report["backends"][name] = result
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    return report
+
+
+def _levels(
+    kind: str,
+    engine: Any,
+    n: int,
+    seed: int,
+    clients: Sequence[int],
+    calls: int,
+    warmup: int,
+) -> list[dict[str, Any]]:
+    gen = Generator(seed)
+    out: list[dict[str, Any]] = []
+    offset = n
+    for level in clients:
+        if kind == "add":
+            extra = gen.memories(warmup + calls, offset)
+            offset += warmup + calls
+
+            def add(m: Any) -> Any:
+                return engine.add(m.content, type=m.type, owner=OWNER, source="bench")
+
+            for m in extra[:warmup]:
+                add(m)
+            started = time.perf_counter()
+            ms = _concurrently(level, extra[warmup:], add)
+            out.append({"kind": "add", **_level(level, ms, time.perf_counter() - started)})
+            continue
+        turns = gen.conversation(warmup + calls, n, sessions=8 * level, salt=f"inject-{level}")
+        tag = f"bench-{level}-{time.time_ns()}"
+        for t in turns[:warmup]:
+            engine.inject(f"{tag}:warmup", t.text, owner=OWNER, recent=list(t.recent))
+        jobs = turns[warmup:]
+
+        def inject(t: Any, tag: str = tag) -> Any:
+            return engine.inject(f"{tag}:{t.session}", t.text, owner=OWNER, recent=list(t.recent))
+
+        started = time.perf_counter()
+        ms = _concurrently(level, jobs, inject)
+        out.append({"kind": "inject", **_level(level, ms, time.perf_counter() - started)})
+        started = time.perf_counter()
+        ms = _concurrently(level, jobs, lambda t: engine.search(t.text, owner=OWNER, limit=10))
+        out.append({"kind": "search", **_level(level, ms, time.perf_counter() - started)})
+    return out

@@ -1,0 +1,260 @@
+"""Where a hook's calls go: ``memlane serve`` over HTTP when it answers, else the engine in this
+process.
+
+:class:`HttpBackend` is a minimal HTTP/1.1 client on a socket (httpx, or even :mod:`http.client`,
+costs more to import than a whole call to a warm server); :class:`LocalBackend` imports the
+engine only when it is built.
+Both answer the same calls with plain values, so the hook does not care which it has.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import time
+from urllib.parse import quote, urlsplit
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (~10 ms per hook call)
+if TYPE_CHECKING:
+    from typing import Any, Protocol
+
+    class Backend(Protocol):
+        """What a hook calls."""
+
+        name: str
+
+        def inject(
+            self,
+            session: str,
+            text: str,
+            *,
+            owner: str,
+            agent: str,
+            recent: list[str],
+            max_chars: int,
+        ) -> Injected: ...
+
+        def inject_pinned(
+            self, session: str, *, owner: str, agent: str, max_chars: int
+        ) -> Injected: ...
+
+        def reset(self, session: str, reason: str, *, owner: str) -> None: ...
+
+        def close(self) -> None: ...
+
+
+class ServerUnavailable(Exception):
+    """No server accepted a connection at the configured URL (use the engine in-process)."""
+
+
+class BackendError(Exception):
+    """The server answered with an error, or the engine failed (the message says which)."""
+
+
+class Injected:
+    """One injection as the hook needs it: the block (``None``: nothing), its memory ids and
+    the session's turn (a plain class: :mod:`dataclasses` costs an import of :mod:`inspect`)."""
+
+    __slots__ = ("block", "ids", "turn")
+
+    def __init__(self, block: str | None, ids: tuple[str, ...], turn: int) -> None:
+        self.block = block
+        self.ids = ids
+        self.turn = turn
+
+
+class HttpBackend:
+    """Calls to ``memlane serve`` at ``url`` (``http://host:port``), each bounded by the time
+    left until ``deadline`` (a :func:`time.monotonic` value).
+
+    A minimal HTTP/1.1 client on one keep-alive socket: the standard library's
+    :mod:`http.client` imports the ``email`` package and :mod:`ssl`, about 100 ms on a busy
+    machine, more than the whole call to a warm server.
+
+    Raises (from the constructor): :class:`ServerUnavailable` when nothing accepts a TCP
+    connection within ``connect_timeout_s``.
+    """
+
+    name = "server"
+
+    def __init__(self, url: str, *, token: str, connect_timeout_s: float, deadline: float) -> None:
+        parts = urlsplit(url)
+        if parts.scheme not in {"http", "https"} or not parts.hostname:
+            raise BackendError(f"hooks.url {url!r} is not an http:// URL")
+        self.deadline = deadline
+        self.url = url.rstrip("/")
+        self.prefix = parts.path.rstrip("/")
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+        self.host_header = parts.netloc
+        self.token = token
+        try:
+            sock = socket.create_connection(
+                (parts.hostname, port), timeout=min(connect_timeout_s, self._left())
+            )
+        except OSError as exc:
+            raise ServerUnavailable(f"no server at {url} ({type(exc).__name__}: {exc})") from None
+        if parts.scheme == "https":
+            import ssl
+
+            sock = ssl.create_default_context().wrap_socket(sock, server_hostname=parts.hostname)
+        self.sock = sock
+        self.buffer = b""
+
+    def _left(self) -> float:
+        return max(0.05, self.deadline - time.monotonic())
+
+    def _call(self, method: str, path: str, body: dict[str, Any]) -> Any:
+        where = f"{method} {self.url}{path}"
+        data = json.dumps(body).encode("utf-8")
+        head = [
+            f"{method} {self.prefix}{path} HTTP/1.1",
+            f"Host: {self.host_header}",
+            "Content-Type: application/json",
+            "Accept: application/json",
+            f"Content-Length: {len(data)}",
+        ]
+        if self.token:
+            head.append(f"Authorization: Bearer {self.token}")
+        try:
+            self.sock.settimeout(self._left())
+            self.sock.sendall(("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + data)
+            status, raw = self._response()
+        except (OSError, ValueError) as exc:
+            raise BackendError(f"{where}: {type(exc).__name__}: {exc}") from None
+        if status != 200:
+            detail = raw.decode("utf-8", errors="replace")[:300]
+            raise BackendError(f"{where}: HTTP {status}: {detail}")
+        try:
+            return json.loads(raw)
+        except ValueError:
+            raise BackendError(f"{where}: the answer is not JSON") from None
+
+    def _read(self, n: int) -> bytes:
+        """At least ``n`` more bytes in the buffer (raises ``ValueError`` on a closed socket)."""
+        while len(self.buffer) < n:
+            chunk = self.sock.recv(65536)
+            if not chunk:
+                raise ValueError("the server closed the connection")
+            self.buffer += chunk
+        return self.buffer
+
+    def _line(self) -> bytes:
+        while b"\r\n" not in self.buffer:
+            self._read(len(self.buffer) + 1)
+        line, self.buffer = self.buffer.split(b"\r\n", 1)
+        return line
+
+    def _take(self, n: int) -> bytes:
+        self._read(n)
+        out, self.buffer = self.buffer[:n], self.buffer[n:]
+        return out
+
+    def _response(self) -> tuple[int, bytes]:
+        """``(status, body)`` of one response (Content-Length or chunked)."""
+        status_line = self._line().decode("latin-1")
+        parts = status_line.split(" ", 2)
+        if len(parts) < 2 or not parts[0].startswith("HTTP/") or not parts[1].isdigit():
+            raise ValueError(f"not an HTTP response: {status_line[:80]!r}")
+        headers: dict[str, str] = {}
+        while line := self._line():
+            name, _, value = line.decode("latin-1").partition(":")
+            headers[name.strip().lower()] = value.strip()
+        if "chunked" in headers.get("transfer-encoding", "").lower():
+            body = b""
+            while size := int(self._line().split(b";")[0], 16):
+                body += self._take(size)
+                self._line()
+            while self._line():  # trailers
+                pass
+            return int(parts[1]), body
+        return int(parts[1]), self._take(int(headers.get("content-length", "0")))
+
+    def inject(
+        self,
+        session: str,
+        text: str,
+        *,
+        owner: str,
+        agent: str,
+        recent: list[str],
+        max_chars: int,
+    ) -> Injected:
+        body = {
+            "session": session,
+            "text": text,
+            "owner": owner,
+            "agent": agent,
+            "recent": recent,
+            "max_chars": max_chars,
+        }
+        data = self._call("POST", "/v1/inject", body)
+        ids = tuple(item["memory"]["id"] for item in data.get("items", []))
+        return Injected(data.get("block"), ids, int(data.get("turn", 0)))
+
+    def inject_pinned(self, session: str, *, owner: str, agent: str, max_chars: int) -> Injected:
+        body = {
+            "session": session,
+            "text": "",
+            "owner": owner,
+            "agent": agent,
+            "max_chars": max_chars,
+            "pinned_only": True,
+        }
+        data = self._call("POST", "/v1/inject", body)
+        ids = tuple(item["memory"]["id"] for item in data.get("items", []))
+        return Injected(data.get("block"), ids, int(data.get("turn", 0)))
+
+    def reset(self, session: str, reason: str, *, owner: str) -> None:
+        path = f"/v1/sessions/{quote(session, safe='')}/reset"
+        self._call("POST", path, {"reason": reason, "owner": owner})
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+class LocalBackend:
+    """The engine of ``home`` in this process (the model loads on the first injection).
+
+    Raises (from the constructor): whatever :meth:`memlane.MemoryEngine.open` raises.
+    """
+
+    name = "in-process"
+
+    def __init__(self, home: str, log_path: str | None = None) -> None:
+        import logging
+
+        from memlane.engine import MemoryEngine
+
+        if log_path is not None:  # the engine's warnings go to hooks.log, never to the client
+            handler = logging.FileHandler(log_path, encoding="utf-8", delay=True)
+            handler.setLevel(logging.WARNING)
+            handler.setFormatter(
+                logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
+            )
+            logging.getLogger("memlane").addHandler(handler)
+        self.engine = MemoryEngine.open(home)
+
+    def inject(
+        self,
+        session: str,
+        text: str,
+        *,
+        owner: str,
+        agent: str,
+        recent: list[str],
+        max_chars: int,
+    ) -> Injected:
+        result = self.engine.inject(
+            session, text, owner=owner, agent=agent, recent=recent, max_chars=max_chars
+        )
+        return Injected(result.block, tuple(i.memory.id for i in result.items), result.turn)
+
+    def inject_pinned(self, session: str, *, owner: str, agent: str, max_chars: int) -> Injected:
+        result = self.engine.inject_pinned(session, owner=owner, agent=agent, max_chars=max_chars)
+        return Injected(result.block, tuple(i.memory.id for i in result.items), result.turn)
+
+    def reset(self, session: str, reason: str, *, owner: str) -> None:
+        self.engine.reset_session(session, reason, owner=owner)
+
+    def close(self) -> None:
+        self.engine.close()

@@ -1,0 +1,316 @@
+"""``memlane hook <event> [--client claude-code|gemini] [--home DIR]``: one hook call.
+
+Reads the client's JSON on stdin and acts on the event:
+
+=====================================  =====================================================
+event (client)                         what the hook does
+=====================================  =====================================================
+``UserPromptSubmit`` (Claude Code),    inject for (``session_id``, ``prompt``), the query
+``BeforeAgent`` (Gemini CLI)           enriched with the last messages of ``transcript_path``;
+                                       prints ``{"hookSpecificOutput": {"hookEventName": ...,
+                                       "additionalContext": block}}``, or nothing when there is
+                                       nothing to inject
+``SessionStart`` source ``clear`` /    reset the session's tracking (reason ``clear`` /
+``compact``                            ``compact``): the model no longer has what was
+                                       injected; then as ``startup``
+``SessionStart`` ``resume``            nothing: the replayed transcript still holds the blocks
+``SessionStart`` ``startup``/``fork``  a new session: with ambient awareness on, print the
+                                       pinned memories (recorded as injected); else nothing
+``PreCompact`` / ``PreCompress``       reset (reason ``compact``)
+``Stop`` with ``[hooks] learn``        start ``memlane learn`` on the transcript in the
+                                       background (new messages only) and return at once
+``SessionEnd``, ``Stop``, others       nothing (``SessionEnd`` must finish in ~1.5 s)
+=====================================  =====================================================
+
+Never in the user's way: whatever fails (bad JSON, no server and no fallback, a store error, the
+deadline ``[hooks] timeout_s``), the hook prints nothing, exits 0 and appends one line to
+``<home>/logs/hooks.log``. It never exits 2 (that would block the prompt and erase it).
+
+Only the standard library and :mod:`memlane.hooks` are imported on the way to the server; the
+engine is imported only when no server answers (``[hooks] fallback``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import threading
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+from memlane.hooks.config import DEFAULT_HOME, HookConfig, load_config
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (~10 ms per hook call)
+if TYPE_CHECKING:
+    from typing import Any, BinaryIO, TextIO
+
+#: Events that inject before a model turn.
+PROMPT_EVENTS = frozenset({"UserPromptSubmit", "BeforeAgent"})
+#: Events that reset the session's tracking for compaction.
+COMPACT_EVENTS = frozenset({"PreCompact", "PreCompress"})
+#: ``SessionStart`` sources that reset the tracking (with that reason).
+RESET_SOURCES = frozenset({"clear", "compact"})
+#: Every event the hook knows (others are logged and ignored).
+EVENTS = frozenset(
+    {*PROMPT_EVENTS, *COMPACT_EVENTS, "SessionStart", "SessionEnd", "Stop", "AfterAgent"}
+)
+#: Events only Gemini CLI sends (the client when ``--client`` is not given).
+GEMINI_EVENTS = frozenset({"BeforeAgent", "PreCompress", "AfterAgent"})
+CLIENTS = ("claude-code", "gemini")
+#: Size at which hooks.log is moved to hooks.log.1 (one old file kept).
+LOG_MAX_BYTES = 1_000_000
+
+USAGE = "usage: memlane hook EVENT [--client claude-code|gemini] [--home DIR] < payload.json"
+
+
+class HookLog:
+    """Appends one line per event worth keeping to ``<home>/logs/hooks.log`` (never raises)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def write(self, level: str, message: str) -> None:
+        stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        line = f"{stamp} pid={os.getpid()} {level} {' '.join(message.split())}\n"
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            if self.path.exists() and self.path.stat().st_size > LOG_MAX_BYTES:
+                self.path.replace(self.path.with_name(self.path.name + ".1"))
+            with self.path.open("a", encoding="utf-8") as fh:
+                fh.write(line)
+        except OSError:
+            pass  # a log that cannot be written must not fail the hook either
+
+
+def _parse_args(argv: list[str]) -> tuple[str, str | None, str | None]:
+    """``(event, client, home)`` from ``argv``. Raises ``ValueError`` with the usage line."""
+    event: str | None = None
+    client = home = None
+    args = iter(argv)
+    for arg in args:
+        if arg in {"--client", "--home"} or arg.startswith(("--client=", "--home=")):
+            name, _, value = arg.partition("=")
+            value = value or next(args, "")
+            if not value:
+                raise ValueError(f"{name} needs a value; {USAGE}")
+            if name == "--client":
+                client = value
+            else:
+                home = value
+        elif arg.startswith("-"):
+            raise ValueError(f"unknown option {arg}; {USAGE}")
+        elif event is None:
+            event = arg
+        else:
+            raise ValueError(f"unexpected argument {arg!r}; {USAGE}")
+    if event is None:
+        raise ValueError(USAGE)
+    if client is not None and client not in CLIENTS:
+        raise ValueError(f"unknown client {client!r}; valid: {', '.join(CLIENTS)}")
+    return event, client, home
+
+
+def output(event: str, block: str) -> str:
+    """The exact JSON line the clients accept for injected context (INTEGRATIONS.md: unknown
+    keys or a bare object fail Claude Code's validation)."""
+    payload = {"hookSpecificOutput": {"hookEventName": event, "additionalContext": block}}
+    return json.dumps(payload, ensure_ascii=False)
+
+
+class _Run:
+    """One hook call: the payload, the config, the log, and the output written at most once
+    (and never after the deadline)."""
+
+    def __init__(self, event: str, client: str, cfg: HookConfig, log: HookLog) -> None:
+        self.event = event
+        self.client = client
+        self.cfg = cfg
+        self.log = log
+        self.lock = threading.Lock()
+        self.expired = False
+        self.printed: str | None = None
+        self.deadline = time.monotonic() + cfg.timeout_s
+
+    def _backend(self) -> Any:
+        from memlane.hooks.backend import HttpBackend, LocalBackend, ServerUnavailable
+
+        try:
+            return HttpBackend(
+                self.cfg.server_url(),
+                token=self.cfg.token,
+                connect_timeout_s=self.cfg.connect_timeout_s,
+                deadline=self.deadline,
+            )
+        except ServerUnavailable as exc:
+            if not self.cfg.fallback:
+                raise RuntimeError(f"{exc}; [hooks] fallback is off") from None
+            self.cfg.log_path.parent.mkdir(parents=True, exist_ok=True)
+            return LocalBackend(str(self.cfg.home), str(self.cfg.log_path))
+
+    def act(self, payload: dict[str, Any]) -> None:
+        """Do what ``self.event`` asks (module docstring). Raises on any failure."""
+        event = self.event
+        session = payload.get("session_id")
+        learn = event == "Stop" and self.cfg.learn
+        if event not in EVENTS or (event in {"SessionEnd", "Stop", "AfterAgent"} and not learn):
+            return
+        if not isinstance(session, str) or not session.strip():
+            raise ValueError(f"the payload has no session_id (got {session!r})")
+        owner, agent = self.cfg.scope(self.client, _str(payload.get("cwd")))
+        if learn:
+            self.learn(session, owner, agent, _str(payload.get("transcript_path")))
+            return
+        if event in PROMPT_EVENTS:
+            prompt = payload.get("prompt")
+            if not isinstance(prompt, str) or not prompt.strip():
+                return  # nothing typed: nothing to search for, no turn counted
+            from memlane.hooks.transcript import recent_messages
+
+            recent = recent_messages(
+                _str(payload.get("transcript_path")), self.cfg.recent_messages, prompt=prompt
+            )
+            backend = self._backend()
+            try:
+                result = backend.inject(
+                    session,
+                    prompt,
+                    owner=owner,
+                    agent=agent,
+                    recent=recent,
+                    max_chars=self.cfg.max_chars,
+                )
+            finally:
+                backend.close()
+            if result.block:
+                self.emit(output(event, result.block), result.ids)
+            return
+        reason = None
+        source = payload.get("source")
+        if event in COMPACT_EVENTS:
+            reason = "compact"
+        elif event == "SessionStart" and source in RESET_SOURCES:
+            reason = str(source)
+        pinned = event == "SessionStart" and source != "resume"
+        if reason is None and not pinned:
+            return
+        backend = self._backend()
+        try:
+            if reason is not None:
+                backend.reset(session, reason, owner=owner)
+                self.log.write("INFO", f"{event} session={session} owner={owner} reset ({reason})")
+            if pinned:  # the model starts without context: the pinned memories (ambient on)
+                result = backend.inject_pinned(
+                    session, owner=owner, agent=agent, max_chars=self.cfg.max_chars
+                )
+                if result.block:
+                    self.emit(output(event, result.block), result.ids)
+        finally:
+            backend.close()
+
+    def learn(self, session: str, owner: str, agent: str, transcript: str | None) -> None:
+        """Start ``memlane learn`` on the transcript in the background (its own session, its
+        errors appended to hooks.log) and return at once: the LLM call never delays the user.
+        The engine reads only the messages after those learned before (per session) and never
+        shows injected ``[Context from memory]`` blocks to the model."""
+        import subprocess
+
+        if transcript is None or not os.path.isfile(transcript):
+            raise ValueError(f"[hooks] learn: no transcript at {transcript!r}")
+        args = [sys.executable, "-m", "memlane", "learn", transcript, "--owner", owner]
+        args += ["--agent", agent, "--session", session, "--home", str(self.cfg.home)]
+        self.cfg.log_path.parent.mkdir(parents=True, exist_ok=True)
+        with self.cfg.log_path.open("a", encoding="utf-8") as out:
+            proc = subprocess.Popen(
+                args,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,  # the memories' table; errors come on stderr
+                stderr=out,
+                start_new_session=True,  # not killed with the hook, nor by the client's ^C
+            )
+        self.log.write("INFO", f"Stop session={session} owner={owner}: learning (pid {proc.pid})")
+
+    def emit(self, line: str, ids: tuple[str, ...]) -> None:
+        with self.lock:
+            if self.expired:
+                self.log.write(
+                    "WARNING",
+                    f"{self.event}: the injection ({len(ids)} memories) came after the deadline "
+                    f"of {self.cfg.timeout_s:g} s and was not printed: {', '.join(ids)}",
+                )
+                return
+            self.printed = line
+
+
+def _str(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+def main(
+    argv: list[str] | None = None,
+    stdin: BinaryIO | None = None,
+    stdout: TextIO | None = None,
+) -> int:
+    """Run one hook call (module docstring); returns the exit code, always 0."""
+    argv = sys.argv[1:] if argv is None else argv
+    stdin = stdin or sys.stdin.buffer
+    stdout = stdout or sys.stdout
+    log = HookLog(
+        Path(os.environ.get("MEMLANE_HOME") or DEFAULT_HOME).expanduser() / "logs/hooks.log"
+    )
+    event = "?"
+    try:
+        event, client, home = _parse_args(argv)
+        if home is not None:
+            log = HookLog(Path(home).expanduser() / "logs" / "hooks.log")
+        cfg = load_config(home)
+        log = HookLog(cfg.log_path)
+        client = client or ("gemini" if event in GEMINI_EVENTS else "claude-code")
+        raw = stdin.read()
+        try:
+            payload = json.loads(raw.decode("utf-8"))
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise ValueError(
+                f"stdin is not a JSON object ({exc}); first bytes: {raw[:80]!r}"
+            ) from None
+        if not isinstance(payload, dict):
+            raise ValueError(f"stdin is JSON but not an object: {type(payload).__name__}")
+    except Exception as exc:
+        log.write("ERROR", f"{event}: {type(exc).__name__}: {exc}")
+        return 0
+    run = _Run(event, client, cfg, log)
+    failure: list[BaseException] = []
+
+    def work() -> None:
+        try:
+            run.act(payload)
+        except BaseException as exc:  # reported by the main thread
+            failure.append(exc)
+
+    worker = threading.Thread(target=work, name="memlane-hook", daemon=True)
+    worker.start()
+    worker.join(max(0.0, run.deadline - time.monotonic()))
+    with run.lock:
+        if worker.is_alive():
+            run.expired = True
+            log.write(
+                "ERROR",
+                f"{event} session={payload.get('session_id')}: deadline of "
+                f"{cfg.timeout_s:g} s ([hooks] timeout_s) passed; nothing printed",
+            )
+        if failure:
+            problem = failure[0]
+            log.write(
+                "ERROR",
+                f"{event} session={payload.get('session_id')}: {type(problem).__name__}: {problem}",
+            )
+        if run.printed is not None and not run.expired:  # recorded = printed: print it
+            try:
+                stdout.write(run.printed + "\n")
+                stdout.flush()
+            except OSError as exc:
+                log.write("ERROR", f"{event}: cannot write the output: {exc}")
+    if run.expired:  # the worker may sit in a store call: leave without waiting for it
+        os._exit(0)
+    return 0

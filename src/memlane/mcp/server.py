@@ -1,0 +1,295 @@
+"""The MCP server: memlane's memory as tools for any MCP client (Claude Code, Claude Desktop,
+Gemini CLI, Cursor ...), over stdio or streamable HTTP on loopback.
+
+Built on the official SDK's ``FastMCP`` (``mcp`` 1.x, pinned in the ``mcp`` extra). Tools:
+``remember``, ``recall``, ``context_for_turn``, ``forget``, ``list_memories``,
+``reset_session``; their arguments are checked against the schema the SDK derives from the
+signatures below (a bad argument is a tool error, ``isError: true``, naming the argument), and
+every failure inside a tool is returned as a tool error with a one-line message: the server never
+dies on input.
+
+Start-up: the handshake (``initialize``, ``tools/list``) is answered at once; the store opens and
+the embedding model loads in a background thread (another project's server timed out in its
+client because it loaded its model before answering). ``forget`` and ``list_memories`` need only
+the store; the other tools wait for the model (up to :data:`MODEL_WAIT_S`).
+
+Scope: the owner of the hooks (``[hooks] owner``, default the OS user) unless ``--owner`` says;
+memories written here have no agent (shared by every agent of the owner) unless ``--agent``.
+``context_for_turn`` keeps the same per-session tracking as the hooks (same store, same owner).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any, Literal, TypeVar
+
+import anyio
+from mcp.server.fastmcp import FastMCP
+from mcp.server.fastmcp.exceptions import ToolError
+from pydantic import Field
+
+from memlane.errors import MemlaneError
+
+log = logging.getLogger("memlane.mcp")
+
+#: Longest wait of a tool for the store and the model, in seconds (the local model loads in
+#: 2-15 s on a small machine; a cold disk can take longer).
+MODEL_WAIT_S = 120.0
+#: Instructions the client may show the model.
+INSTRUCTIONS = (
+    "memlane is long-term memory. Call context_for_turn with the user's message at the start "
+    "of each turn to get the memories that matter for it (never the same ones twice within a "
+    "session); remember durable facts, preferences and decisions the user states; recall to "
+    "search; forget what the user asks you to forget."
+)
+
+T = TypeVar("T")
+
+MemoryTypeName = Literal[
+    "identity", "goal", "decision", "todo", "preference", "fact", "event", "observation"
+]
+
+
+class EngineHolder:
+    """The engine, opened in a background thread: :meth:`get` waits for the store (and the
+    model when asked) and raises :class:`ToolError` if opening failed."""
+
+    def __init__(self, home: str | None) -> None:
+        self.home = home
+        self.engine: Any = None
+        self.error: BaseException | None = None
+        self.store_ready = threading.Event()
+        self.model_ready = threading.Event()
+        self.started = time.monotonic()
+
+    def start(self) -> None:
+        threading.Thread(target=self._load, name="memlane-mcp-load", daemon=True).start()
+
+    def _load(self) -> None:
+        try:
+            from memlane.engine import MemoryEngine
+
+            self.engine = MemoryEngine.open(self.home)
+            self.store_ready.set()
+            self.engine.embed(["warm up"])  # the model loads on its first text
+            log.info("model ready after %.1f s", time.monotonic() - self.started)
+        except BaseException as exc:
+            self.error = exc
+            log.error("memlane could not start: %s: %s", type(exc).__name__, exc)
+        finally:
+            self.store_ready.set()
+            self.model_ready.set()
+
+    def get(self, need_model: bool) -> Any:
+        event = self.model_ready if need_model else self.store_ready
+        if not event.wait(MODEL_WAIT_S):
+            raise ToolError(
+                f"memlane is still loading its embedding model after {MODEL_WAIT_S:.0f} s; "
+                "try again in a moment"
+            )
+        if self.error is not None:
+            raise ToolError(
+                f"memlane could not open its store or model: {type(self.error).__name__}: "
+                f"{self.error}"
+            )
+        return self.engine
+
+    def close(self) -> None:
+        if self.engine is not None:
+            self.engine.close()
+
+
+def _memory(m: Any, **extra: Any) -> dict[str, Any]:
+    return {
+        "id": m.id,
+        "content": m.content,
+        "type": m.type.value,
+        "importance": m.importance,
+        "created_at": m.created_at.isoformat(),
+        **extra,
+    }
+
+
+def build_server(
+    *,
+    home: str | None = None,
+    owner: str | None = None,
+    agent: str | None = None,
+    host: str = "127.0.0.1",
+    port: int = 8766,
+) -> tuple[FastMCP, EngineHolder]:
+    """The MCP server and its engine holder (call ``holder.start()`` before serving).
+
+    Raises:
+        memlane.hooks.config.HookConfigError: invalid ``[hooks]`` settings (for the owner).
+    """
+    from memlane.hooks.config import load_config
+
+    cfg = load_config(home)
+    scope_owner = owner or cfg.scope("mcp", None)[0]
+    max_chars = cfg.max_chars
+    holder = EngineHolder(home)
+    server = FastMCP(
+        "memlane", instructions=INSTRUCTIONS, host=host, port=port, log_level="WARNING"
+    )
+
+    async def call(fn: Callable[[Any], T], *, need_model: bool) -> T:
+        def run() -> T:
+            engine = holder.get(need_model)
+            try:
+                return fn(engine)
+            except MemlaneError as exc:
+                raise ToolError(" ".join(str(exc).split()) or type(exc).__name__) from None
+            except ToolError:
+                raise
+            except Exception as exc:
+                log.exception("tool failed")
+                raise ToolError(f"internal error: {type(exc).__name__}: {exc}") from None
+
+        return await anyio.to_thread.run_sync(run)
+
+    @server.tool()
+    async def remember(
+        content: Annotated[str, Field(min_length=1, description="The memory, one fact per call.")],
+        type: Annotated[MemoryTypeName, Field(description="What kind of memory it is.")] = "fact",
+        importance: Annotated[
+            float | None,
+            Field(ge=0, le=1, description="0..1; omit for the type's default."),
+        ] = None,
+    ) -> dict[str, Any]:
+        """Store a durable memory about the user or the work (a preference, a decision, a fact
+        about the project). memlane refuses duplicates: the answer's decision says whether it
+        was added, merged into an existing memory (replaced) or already known (hash_exact,
+        auto_reject). Never store the contents of a [Context from memory] block."""
+
+        def do(engine: Any) -> dict[str, Any]:
+            r = engine.add(
+                content, type=type, importance=importance, owner=scope_owner, agent=agent,
+                source="mcp",
+            )  # fmt: skip
+            return {
+                "decision": r.decision.value,
+                "duplicate": r.duplicate,
+                "id": r.memory.id,
+                "content": r.memory.content,
+                "matched_id": r.matched_id,
+                "similarity": r.similarity,
+            }
+
+        return await call(do, need_model=True)
+
+    @server.tool()
+    async def recall(
+        query: Annotated[str, Field(min_length=1, description="What to look for.")],
+        limit: Annotated[int, Field(ge=1, le=50, description="Most memories returned.")] = 5,
+    ) -> dict[str, Any]:
+        """Search the user's memories (hybrid: meaning and keywords), best first, each with its
+        fused score and cosine similarity to the query."""
+
+        def do(engine: Any) -> dict[str, Any]:
+            hits = engine.search(query, owner=scope_owner, agent=agent, limit=limit)
+            return {
+                "memories": [
+                    _memory(h.memory, score=round(h.score, 6), similarity=round(h.similarity, 6))
+                    for h in hits
+                ]
+            }
+
+        return await call(do, need_model=True)
+
+    @server.tool()
+    async def context_for_turn(
+        session: Annotated[
+            str, Field(min_length=1, description="A stable id of this conversation.")
+        ],
+        text: Annotated[str, Field(min_length=1, description="The user's message of this turn.")],
+    ) -> dict[str, Any]:
+        """The memories relevant to this turn as one block to read before answering (block is
+        null when there is nothing new). A memory already given in this session within the
+        last turns is not given again; call reset_session after the conversation is compacted
+        or cleared."""
+
+        def do(engine: Any) -> dict[str, Any]:
+            result = engine.inject(
+                session, text, owner=scope_owner, agent=agent, max_chars=max_chars
+            )
+            return {
+                "block": result.block,
+                "ids": [i.memory.id for i in result.items],
+                "turn": result.turn,
+            }
+
+        return await call(do, need_model=True)
+
+    @server.tool()
+    async def forget(
+        id: Annotated[str, Field(min_length=1, description="The memory's id (from recall).")],
+    ) -> dict[str, Any]:
+        """Forget one memory (it is kept on disk with its history but never searched or
+        injected again). Use when the user asks to forget something or a memory is wrong."""
+
+        def do(engine: Any) -> dict[str, Any]:
+            m = engine.forget(id, owner=scope_owner, agent=agent)
+            return {"forgotten": m.id, "content": m.content}
+
+        return await call(do, need_model=False)
+
+    @server.tool()
+    async def list_memories(
+        type: Annotated[MemoryTypeName | None, Field(description="Only this type.")] = None,
+        limit: Annotated[int, Field(ge=1, le=200, description="Most memories returned.")] = 20,
+    ) -> dict[str, Any]:
+        """The user's memories, newest first (model_ready says whether searching is available
+        yet)."""
+
+        def do(engine: Any) -> dict[str, Any]:
+            rows = engine.list(owner=scope_owner, agent=agent, type=type, limit=limit)
+            return {
+                "memories": [_memory(m) for m in rows],
+                "model_ready": holder.model_ready.is_set(),
+            }
+
+        return await call(do, need_model=False)
+
+    @server.tool()
+    async def reset_session(
+        session: Annotated[str, Field(min_length=1, description="The conversation's id.")],
+        reason: Annotated[
+            Literal["compact", "clear", "resume"],
+            Field(description="compact or clear: the earlier context is gone."),
+        ] = "clear",
+    ) -> dict[str, Any]:
+        """Start the session's tracking over: after the conversation was compacted or cleared,
+        memories given before may be given again."""
+
+        def do(engine: Any) -> dict[str, Any]:
+            state = engine.reset_session(session, reason, owner=scope_owner)
+            return {"session": state.session, "reason": reason, "turn": state.turn}
+
+        return await call(do, need_model=False)
+
+    return server, holder
+
+
+def serve(
+    *,
+    home: Path | None,
+    owner: str | None,
+    agent: str | None,
+    http: bool,
+    host: str,
+    port: int,
+) -> None:
+    """Run the server until the client closes stdio (or ^C with ``http``)."""
+    server, holder = build_server(
+        home=str(home) if home else None, owner=owner, agent=agent, host=host, port=port
+    )
+    holder.start()
+    try:
+        server.run("streamable-http" if http else "stdio")
+    finally:
+        holder.close()
