@@ -145,7 +145,7 @@ def test_int8_default_agrees_with_the_fp32_reference(local_embedder: LocalEmbedd
     want = np.array([r["vector"] for r in rows], dtype=np.float32)
     got = embed_texts(local_embedder, texts)
     cosines = (got * want).sum(axis=1) / np.linalg.norm(want, axis=1)
-    assert cosines.min() >= 0.99, cosines  # measured: >= 0.997 on these texts
+    assert cosines.min() >= 0.99, cosines  # measured: >= 0.9993 on these texts
     # the nearest reference vector of each int8 vector is its own text's
     assert list(np.argmax(got @ want.T, axis=1)) == list(range(len(texts)))
 

