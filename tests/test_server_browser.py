@@ -72,7 +72,9 @@ def test_settings_flows(page: Any, served: Served, store_backend: Backend) -> No
     expect(page.locator("#status")).to_have_text("Saved.")
     text = toml.read_text()
     assert "# operator notes: keep me" in text and "# how many hits" in text
-    assert tomllib.loads(text)["injection"]["semantic_threshold"] == 0.9
+    # only the changed value is written: the untouched ones stay unset (a model switch still
+    # moves the profile-derived defaults)
+    assert tomllib.loads(text)["injection"] == {"search_limit": 20, "semantic_threshold": 0.9}
     current = httpx.get(served.url + "/v1/settings/injection").json()["settings"]
     assert current["semantic_threshold"] == 0.9
 

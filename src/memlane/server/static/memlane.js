@@ -45,6 +45,9 @@ function setupSettings(form) {
     let values = formValues(form);
     if (agent) {  // an override holds what differs from the defaults (and what it held)
       values = Object.fromEntries(Object.entries(values).filter(([k, v]) => k in overrides || !same(v, defaults[k])));
+    } else {  // only what changed: an untouched value stays unset in the file, so one derived
+      // from the embedding model's profile (semantic_threshold) follows a model switch
+      values = Object.fromEntries(Object.entries(values).filter(([k, v]) => !same(v, defaults[k])));
     }
     const url = agent ? `/v1/agents/${encodeURIComponent(agent)}/settings/injection` : "/v1/settings/injection";
     const res = await api("PUT", url, values);
