@@ -99,10 +99,18 @@ def _give(path: Path, user: str) -> None:
         for name in (*dirs, *files):
             os.chown(os.path.join(root, name), entry.pw_uid, entry.pw_gid)
     os.chown(path, entry.pw_uid, entry.pw_gid)
+    _traversable(path)
+
+
+def _traversable(path: Path) -> None:
+    """Let every user traverse the folders above ``path`` (search permission only: the names
+    inside stay private). Needed when the server runs as :data:`SYSTEM_USER`: a virtual
+    environment or data folder under a private folder (``mktemp -d`` makes them 0700) is
+    otherwise out of its reach, and ``initdb`` fails with "Permission denied"."""
     for parent in path.resolve().parents:
         mode = parent.stat().st_mode
         if mode & 0o001 == 0:
-            parent.chmod(mode | 0o011)  # search (x) only: the names inside stay private
+            parent.chmod(mode | 0o011)
 
 
 def _run(args: list[str], user: str | None, timeout: float = 60) -> str:
@@ -155,6 +163,7 @@ def start(data: Path, *, port: int | None = None, settings: tuple[str, ...] = ()
     data.mkdir(parents=True, exist_ok=True)
     fresh = not (data / "PG_VERSION").exists()
     if user is not None:
+        _traversable(binaries)  # the package's programs, libraries and share/ hang below
         _give(data, user)
     if fresh:
         _run(
