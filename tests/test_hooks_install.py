@@ -60,7 +60,7 @@ def test_install_merges_idempotently_and_uninstall_restores(tmp_path: Path, star
     assert commands(data, "UserPromptSubmit")[-1] == f"{CMD} hook UserPromptSubmit"
     assert data["hooks"]["SessionStart"] == [
         {
-            "matcher": "clear|compact",
+            "matcher": "startup|clear|compact",
             "hooks": [{"type": "command", "command": f"{CMD} hook SessionStart", "timeout": 10}],
         }
     ]

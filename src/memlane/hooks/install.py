@@ -10,7 +10,7 @@ was. :func:`plugin_files` is the Claude Code plugin (``memlane hooks plugin DIR`
 Shapes (INTEGRATIONS.md, checked against the clients' docs):
 
 - Claude Code: ``{"hooks": {"UserPromptSubmit": [{"hooks": [{"type": "command", "command":
-  "...", "timeout": 10}]}], "SessionStart": [{"matcher": "clear|compact", "hooks": [...]}]}}``,
+  "...", "timeout": 10}]}], "SessionStart": [{"matcher": "startup|clear|compact", "hooks": [...]}]}}``,
   timeouts in seconds; files ``~/.claude/settings.json`` (user), ``.claude/settings.json``
   (project), ``.claude/settings.local.json`` (local).
 - Gemini CLI (geminicli.com/docs/hooks/reference): the same nesting, ``timeout`` in
@@ -45,7 +45,7 @@ _MARK = " hook "
 EVENTS: dict[str, list[tuple[str, str | None, str]]] = {
     "claude-code": [
         ("UserPromptSubmit", None, "UserPromptSubmit"),
-        ("SessionStart", "clear|compact", "SessionStart"),
+        ("SessionStart", "startup|clear|compact", "SessionStart"),
         ("PreCompact", None, "PreCompact"),
     ],
     "gemini": [
