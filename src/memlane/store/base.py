@@ -418,6 +418,31 @@ class MemoryStore(Protocol):
         ...
 
 
+#: Columns of a ``dedup_log`` row, in the order :func:`dedup_entry_of` reads them (the same
+#: table on every backend).
+DEDUP_LOG_COLUMNS = (
+    "id, owner, new_text, existing_id, existing_text, similarity, decision, reasoning, "
+    "review_status, created_at"
+)
+
+
+def dedup_entry_of(row: Sequence[Any], created_at: datetime) -> DedupLogEntry:
+    """The entry of a row of :data:`DEDUP_LOG_COLUMNS`; ``created_at``: ``row[9]`` as an aware
+    UTC datetime (each backend stores it its own way)."""
+    return DedupLogEntry(
+        id=int(row[0]),
+        owner=row[1],
+        new_text=row[2],
+        existing_id=row[3],
+        existing_text=row[4],
+        similarity=row[5],
+        decision=Decision(row[6]),
+        reasoning=row[7],
+        review_status=ReviewStatus(row[8]),
+        created_at=created_at,
+    )
+
+
 def iter_chunks(seq: Sequence[T], size: int = CHUNK) -> Iterator[Sequence[T]]:
     """``seq`` in slices of at most ``size`` (bounded ``IN (...)`` lists)."""
     for i in range(0, len(seq), size):

@@ -10,7 +10,7 @@ from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
 from memlane._ids import utcnow
-from memlane.store.base import NewDedupLog
+from memlane.store.base import DEDUP_LOG_COLUMNS, NewDedupLog, dedup_entry_of
 from memlane.store.postgres.rows import utc
 from memlane.types import Association, Decision, DedupLogEntry, Memory, Relation, ReviewStatus
 
@@ -110,23 +110,11 @@ class LinksMixin:
             args.append(Decision(decision).value)
         with self._use() as conn:
             rows = conn.execute(
-                "SELECT id, owner, new_text, existing_id, existing_text, similarity, decision, "
-                f"reasoning, review_status, created_at FROM dedup_log WHERE {' AND '.join(where)} "
+                f"SELECT {DEDUP_LOG_COLUMNS} FROM dedup_log WHERE {' AND '.join(where)} "
                 "ORDER BY id DESC LIMIT %s",
                 [*args, int(limit)],
             ).fetchall()
         return [
-            DedupLogEntry(
-                id=int(r[0]),
-                owner=r[1],
-                new_text=r[2],
-                existing_id=r[3],
-                existing_text=r[4],
-                similarity=r[5],
-                decision=Decision(r[6]),
-                reasoning=r[7],
-                review_status=ReviewStatus(r[8]),
-                created_at=utc(r[9]),  # type: ignore[arg-type]
-            )
+            dedup_entry_of(r, utc(r[9]))  # type: ignore[arg-type]
             for r in rows
         ]

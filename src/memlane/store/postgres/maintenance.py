@@ -21,36 +21,20 @@ import numpy as np
 
 from memlane._ids import utcnow
 from memlane.errors import NotFound
-from memlane.store.base import Candidates, ClusterMerge
+from memlane.store.base import DEDUP_LOG_COLUMNS, Candidates, ClusterMerge, dedup_entry_of
 from memlane.store.candidates import candidate_pairs
 from memlane.store.postgres.rows import MEMORY_COLUMNS, row_to_memory, utc
 from memlane.store.sqlite.rows import merge_metadata
-from memlane.types import ChangeReason, Decision, DedupLogEntry, Memory, ReviewStatus, Status
+from memlane.types import ChangeReason, DedupLogEntry, Memory, ReviewStatus, Status
 
 if TYPE_CHECKING:
     import psycopg
 
     from memlane.store.index_cache import IndexCache
 
-_LOG_COLUMNS = (
-    "id, owner, new_text, existing_id, existing_text, similarity, decision, reasoning, "
-    "review_status, created_at"
-)
-
 
 def _entry(r: Sequence[Any]) -> DedupLogEntry:
-    return DedupLogEntry(
-        id=int(r[0]),
-        owner=r[1],
-        new_text=r[2],
-        existing_id=r[3],
-        existing_text=r[4],
-        similarity=r[5],
-        decision=Decision(r[6]),
-        reasoning=r[7],
-        review_status=ReviewStatus(r[8]),
-        created_at=utc(r[9]),  # type: ignore[arg-type]
-    )
+    return dedup_entry_of(r, utc(r[9]))  # type: ignore[arg-type]
 
 
 def _add_history(conn: psycopg.Connection[Any], memory: Memory, reason: ChangeReason) -> None:
@@ -170,7 +154,7 @@ class MaintenanceMixin:
     def dedup_entry(self, owner: str, entry_id: int) -> DedupLogEntry | None:
         with self._use() as conn:
             row = conn.execute(
-                f"SELECT {_LOG_COLUMNS} FROM dedup_log WHERE id = %s AND owner = %s",
+                f"SELECT {DEDUP_LOG_COLUMNS} FROM dedup_log WHERE id = %s AND owner = %s",
                 (int(entry_id), owner),
             ).fetchone()
         return None if row is None else _entry(row)
@@ -178,7 +162,7 @@ class MaintenanceMixin:
     def pending_review(self, owner: str, *, limit: int = 100) -> list[DedupLogEntry]:
         with self._use() as conn:
             rows = conn.execute(
-                f"SELECT {_LOG_COLUMNS} FROM dedup_log WHERE owner = %s AND review_status = %s "
+                f"SELECT {DEDUP_LOG_COLUMNS} FROM dedup_log WHERE owner = %s AND review_status = %s "
                 "ORDER BY id LIMIT %s",
                 (owner, ReviewStatus.UNREVIEWED.value, int(limit)),
             ).fetchall()
@@ -188,7 +172,7 @@ class MaintenanceMixin:
         conn = self._require_tx()
         row = conn.execute(
             f"UPDATE dedup_log SET review_status = %s WHERE id = %s AND owner = %s "
-            f"RETURNING {_LOG_COLUMNS}",
+            f"RETURNING {DEDUP_LOG_COLUMNS}",
             (ReviewStatus(status).value, int(entry_id), owner),
         ).fetchone()
         if row is None:

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from memlane._ids import from_iso, to_iso, utcnow
-from memlane.store.base import NewDedupLog, iter_chunks
+from memlane.store.base import DEDUP_LOG_COLUMNS, NewDedupLog, dedup_entry_of, iter_chunks
 from memlane.types import Association, Decision, DedupLogEntry, Memory, Relation, ReviewStatus
 
 if TYPE_CHECKING:
@@ -110,23 +110,11 @@ class LinksMixin:
             args.append(Decision(decision).value)
         with self._lock:
             rows = self._conn.execute(
-                "SELECT id, owner, new_text, existing_id, existing_text, similarity, decision, "
-                f"reasoning, review_status, created_at FROM dedup_log WHERE {' AND '.join(where)} "
+                f"SELECT {DEDUP_LOG_COLUMNS} FROM dedup_log WHERE {' AND '.join(where)} "
                 "ORDER BY id DESC LIMIT ?",
                 [*args, int(limit)],
             ).fetchall()
         return [
-            DedupLogEntry(
-                id=int(r[0]),
-                owner=r[1],
-                new_text=r[2],
-                existing_id=r[3],
-                existing_text=r[4],
-                similarity=r[5],
-                decision=Decision(r[6]),
-                reasoning=r[7],
-                review_status=ReviewStatus(r[8]),
-                created_at=from_iso(r[9]),  # type: ignore[arg-type]
-            )
+            dedup_entry_of(r, from_iso(r[9]))  # type: ignore[arg-type]
             for r in rows
         ]

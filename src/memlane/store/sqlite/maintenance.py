@@ -15,10 +15,16 @@ import numpy as np
 
 from memlane._ids import from_iso, to_iso, utcnow
 from memlane.errors import NotFound
-from memlane.store.base import Candidates, ClusterMerge, iter_chunks
+from memlane.store.base import (
+    DEDUP_LOG_COLUMNS,
+    Candidates,
+    ClusterMerge,
+    dedup_entry_of,
+    iter_chunks,
+)
 from memlane.store.candidates import candidate_pairs
 from memlane.store.sqlite.rows import SET_STATUS_SQL, merge_metadata
-from memlane.types import ChangeReason, Decision, DedupLogEntry, Memory, ReviewStatus, Status
+from memlane.types import ChangeReason, DedupLogEntry, Memory, ReviewStatus, Status
 
 if TYPE_CHECKING:
     import sqlite3
@@ -26,25 +32,9 @@ if TYPE_CHECKING:
 
     from memlane.store.index_cache import IndexCache
 
-_LOG_COLUMNS = (
-    "id, owner, new_text, existing_id, existing_text, similarity, decision, reasoning, "
-    "review_status, created_at"
-)
-
 
 def _entry(r: Sequence[Any]) -> DedupLogEntry:
-    return DedupLogEntry(
-        id=int(r[0]),
-        owner=r[1],
-        new_text=r[2],
-        existing_id=r[3],
-        existing_text=r[4],
-        similarity=r[5],
-        decision=Decision(r[6]),
-        reasoning=r[7],
-        review_status=ReviewStatus(r[8]),
-        created_at=from_iso(r[9]),  # type: ignore[arg-type]
-    )
+    return dedup_entry_of(r, from_iso(r[9]))  # type: ignore[arg-type]
 
 
 class MaintenanceMixin:
@@ -157,7 +147,7 @@ class MaintenanceMixin:
     def dedup_entry(self, owner: str, entry_id: int) -> DedupLogEntry | None:
         with self._lock:
             row = self._conn.execute(
-                f"SELECT {_LOG_COLUMNS} FROM dedup_log WHERE id = ? AND owner = ?",
+                f"SELECT {DEDUP_LOG_COLUMNS} FROM dedup_log WHERE id = ? AND owner = ?",
                 (int(entry_id), owner),
             ).fetchone()
         return None if row is None else _entry(row)
@@ -165,7 +155,7 @@ class MaintenanceMixin:
     def pending_review(self, owner: str, *, limit: int = 100) -> list[DedupLogEntry]:
         with self._lock:
             rows = self._conn.execute(
-                f"SELECT {_LOG_COLUMNS} FROM dedup_log WHERE owner = ? AND review_status = ? "
+                f"SELECT {DEDUP_LOG_COLUMNS} FROM dedup_log WHERE owner = ? AND review_status = ? "
                 "ORDER BY id LIMIT ?",
                 (owner, ReviewStatus.UNREVIEWED.value, int(limit)),
             ).fetchall()
