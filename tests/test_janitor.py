@@ -143,7 +143,7 @@ def test_dry_run_writes_nothing_and_prints_the_plan(engine: MemoryEngine) -> Non
     report = engine.janitor(dry_run=True)
     assert snapshot(engine) == before
     outcomes = sorted(p.outcome for p in report.plans)
-    assert outcomes == ["guard", "planned"] and report.merged == 0
+    assert outcomes == ["guard", "planned"] and report.merged == 0 and report.planned == 1
     planned = next(p for p in report.plans if p.outcome == "planned")
     assert planned.text == CAT_2 and [m.content for m in planned.members] == [CAT, CAT_2]
     assert engine.janitor().merged == 1  # the plan is what a real run then does
@@ -331,3 +331,63 @@ def test_candidate_pairs_are_never_all_pairs_and_stay_in_one_agent_scope(
         engine.store.candidate_pairs("nobody", neighbours=10, min_similarity=0.8, max_df=4).pairs
         == []
     )
+
+
+# --- candidates at a scale where the ANN index is approximate ----------------------------------
+
+
+def test_exact_search_matches_brute_force() -> None:
+    """The brute-force search the janitor falls back to (memories the HNSW graph does not lead
+    back to) returns the true nearest, with and without a cosine floor."""
+    import numpy as np
+
+    from memlane.store.vector_index import OwnerIndex
+
+    rng = np.random.default_rng(7)
+    x = rng.normal(size=(3000, 32)).astype(np.float32)
+    x[1500:1600] = x[:100] + 0.05 * rng.normal(size=(100, 32)).astype(np.float32)  # near-copies
+    x /= np.linalg.norm(x, axis=1, keepdims=True)
+    keys = np.arange(10, 3010, dtype=np.uint64)
+    index = OwnerIndex(32)
+    index.apply(((int(k), True, v.tobytes()) for k, v in zip(keys, x, strict=True)), 1)
+    queries = x[:200]
+    truth = queries @ x.T
+    found, cos, counts = index.exact_many(queries, 5, chunk=700)  # several chunks
+    assert (counts == 5).all()
+    assert np.allclose(cos, -np.sort(-truth, axis=1)[:, :5], atol=1e-5)
+    assert (found[:, 0] == keys[:200]).all()  # each finds itself first
+    found, cos, counts = index.exact_many(queries, 5, floor=0.9, chunk=700)
+    want = np.minimum((truth >= 0.9).sum(axis=1), 5)
+    assert (counts == want).all() and (want[:100] == 2).all()  # itself and its near-copy
+    assert (found[:100, 1] == keys[1500:1600]).all()
+
+
+def test_every_copy_is_merged_and_a_second_run_finds_next_to_nothing(tmp_path: Path) -> None:
+    """Above the exact-search size (5,000) the vector index is an HNSW graph, weakest on
+    identical vectors; every repeated text must still be merged by the first run (measured
+    before the fix: 3 texts left stored twice at this size), and the second run finds next to
+    nothing."""
+    from memlane.eval.bench.janitor import build_janitor_store
+
+    home = tmp_path / "h"
+    home.mkdir()
+    planted = build_janitor_store(home, 20_000, seed=3, near_repeats=0.5)["planted"]
+    assert planted["repeat"] > 100
+    s = Settings.load(home)
+    emb = HashEmbedder()
+    engine = MemoryEngine(s, open_store(s, emb), emb)
+    try:
+        first = engine.janitor(owner="bench")
+        assert first.by_source["identical"] > 0 and first.merged > planted["repeat"] // 2
+        live = engine.list(owner="bench", limit=100_000)
+        hashes = [m.content_hash for m in live]
+        assert len(hashes) == len(set(hashes)), "a text still stored twice after the janitor"
+        second = engine.janitor(owner="bench")
+        # Exact copies are found exactly (the "identical" leg); other pairs through the HNSW
+        # graph, whose recall is below 1: a pair both directions missed may surface in the next
+        # run, on the graph rebuilt without the absorbed members (measured at 100,000: 0 or 1
+        # merge in the second run against 7,151 in the first; exact below 5,000 memories,
+        # where test_a_second_run_finds_nothing_new asks for none).
+        assert second.merged <= max(1, first.merged // 1000)
+    finally:
+        engine.close()

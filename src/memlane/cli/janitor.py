@@ -82,6 +82,6 @@ def janitor(
 
 def _merged(report: Any, dry_run: bool) -> str:
     if dry_run:
-        planned = [p for p in report.plans if p.outcome == "planned"]
-        return f"{len(planned)} clusters ({sum(len(p.absorbed) for p in planned)} memories)"
+        absorbed = sum(len(p.absorbed) for p in report.plans if p.outcome == "planned")
+        return f"{report.planned} clusters ({absorbed} memories)"
     return f"{report.merged} clusters ({report.absorbed} memories superseded)"

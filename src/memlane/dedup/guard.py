@@ -56,6 +56,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
+from functools import lru_cache
 
 from memlane._text import canonical
 from memlane.dedup.numbers import NUMBER_WORDS, NumberReader, Token
@@ -216,11 +217,25 @@ def negated(text: str) -> bool:
 def _compound_analyses(existing: str, new: str) -> tuple[_Analysis, _Analysis]:
     """:func:`_analyse` of both texts after joining each one's compounds that the other writes as
     one word."""
-    old, cur = tokens(existing), tokens(new)
+    old, cur = _tokens(existing), _tokens(new)
+    joined_old = join_compounds(old, cur, _KEEP_APART)
+    joined_cur = join_compounds(cur, old, _KEEP_APART)
+    # most pairs join nothing: their analyses are those of the texts alone (cached)
     return (
-        _analyse(join_compounds(old, cur, _KEEP_APART)),
-        _analyse(join_compounds(cur, old, _KEEP_APART)),
+        _analyse_text(existing) if len(joined_old) == len(old) else _analyse(joined_old),
+        _analyse_text(new) if len(joined_cur) == len(cur) else _analyse(joined_cur),
     )
+
+
+@lru_cache(maxsize=4096)
+def _tokens(text: str) -> tuple[Token, ...]:
+    """:func:`tokens` of ``text``, cached: the janitor compares one text with many others."""
+    return tuple(tokens(text))
+
+
+@lru_cache(maxsize=4096)
+def _analyse_text(text: str) -> _Analysis:
+    return _analyse(_tokens(text))
 
 
 def compound_variant(existing: str, new: str) -> bool:

@@ -32,6 +32,7 @@ import hashlib
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from itertools import combinations
 from typing import Any, Literal
 
@@ -100,7 +101,8 @@ class ClusterPlan:
 @dataclass(slots=True)
 class JanitorReport:
     """The figures of one run (``seconds``: wall time; ``candidate_pairs``: pairs scored, never
-    all; ``pairs``: those at or above ``gray_low``; ``merged``: clusters merged; ``absorbed``:
+    all; ``pairs``: those at or above ``gray_low``; ``merged``: clusters merged (``planned``:
+    those a dry run would merge); ``absorbed``:
     memories superseded by a merge)."""
 
     dry_run: bool
@@ -111,6 +113,7 @@ class JanitorReport:
     by_source: dict[str, int] = field(default_factory=lambda: {"vector": 0, "tokens": 0})
     clusters: int = 0
     merged: int = 0
+    planned: int = 0
     absorbed: int = 0
     skipped: dict[str, int] = field(default_factory=dict)
     llm_calls: int = 0
@@ -133,6 +136,7 @@ class JanitorReport:
             "by_source": dict(self.by_source),
             "clusters": self.clusters,
             "merged": self.merged,
+            "planned": self.planned,
             "absorbed": self.absorbed,
             "skipped": dict(sorted(self.skipped.items())),
             "skipped_by_guard": self.skipped_by_guard,
@@ -177,40 +181,92 @@ def clusters_of(pairs: Sequence[CandidatePair]) -> list[tuple[list[str], float]]
 def _may_be_compound(a: str, b: str) -> bool:
     """A cheap necessary condition of :func:`compound_variant`: the canonical texts are equal
     once their spaces are removed (a compound written apart or joined keeps its letters)."""
-    return "".join(canonical(a).split()) == "".join(canonical(b).split())
+    return _squashed(a) == _squashed(b)
+
+
+@lru_cache(maxsize=4096)  # one text is compared with each member of its cluster
+def _squashed(text: str) -> str:
+    return "".join(canonical(text).split())
 
 
 def passes(a: str, b: str) -> bool:
     """Two texts may be merged without a model (the near-identical guard, either order)."""
-    return compare(a, b).verdict in _PASS or compound_variant(a, b)
+    return compare(a, b).verdict in _PASS or (_may_be_compound(a, b) and compound_variant(a, b))
 
 
 #: The verdict of ``compare(b, a)`` given that of ``compare(a, b)``.
 _INVERSE = {GuardVerdict.EXTENDS: GuardVerdict.NARROWS, GuardVerdict.NARROWS: GuardVerdict.EXTENDS}
 
 
+@dataclass(slots=True)
+class GuardTable:
+    """The near-identical guard over every pair of a cluster's members (oldest first), each
+    pair compared once. ``holds[(i, j)]``: member ``j``'s text holds member ``i``'s (same or
+    extends); ``failed``: the pairs that fail the guard, with the guard's reason."""
+
+    members: Sequence[Memory]
+    holds: dict[tuple[int, int], bool] = field(default_factory=dict)
+    failed: dict[tuple[int, int], str] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, members: Sequence[Memory]) -> GuardTable:
+        table = cls(members)
+        for (i, x), (j, y) in combinations(enumerate(members), 2):
+            result = compare(x.content, y.content)
+            verdict = result.verdict
+            if verdict not in _PASS:
+                if not _may_be_compound(x.content, y.content) or not compound_variant(
+                    x.content, y.content
+                ):
+                    table.failed[(i, j)] = result.reason
+                    continue
+                verdict = GuardVerdict.SAME
+            table.holds[(i, j)] = verdict in _HOLDS
+            table.holds[(j, i)] = _INVERSE.get(verdict, verdict) in _HOLDS
+        return table
+
+    def winner(self, group: Sequence[int]) -> tuple[Memory | None, str]:
+        """The text that wins the members ``group`` (indices, oldest first) without a model:
+        the newest whose text holds every other member's; ``(None, why)`` when a pair of them
+        fails the guard or no member holds all the others."""
+        for a, b in combinations(group, 2):
+            if (a, b) in self.failed:
+                x, y = self.members[a], self.members[b]
+                return (
+                    None,
+                    f"{x.id} and {y.id} fail the near-identical guard ({self.failed[a, b]})",
+                )
+        for j in reversed(group):  # newest first
+            if all(self.holds[(i, j)] for i in group if i != j):
+                w = self.members[j]
+                return w, f"near-identical; the newest text holding every member's words ({w.id})"
+        return None, "near-identical pairs, but no member's text holds every other's words"
+
+    def groups(self) -> list[list[int]]:
+        """The members connected by pairs that pass the guard (union-find), two or more each,
+        oldest first: a cluster of look-alikes split where the guard refuses."""
+        parent = list(range(len(self.members)))
+
+        def find(x: int) -> int:
+            while parent[x] != x:
+                parent[x] = parent[parent[x]]
+                x = parent[x]
+            return x
+
+        for i, j in self.holds:
+            if i < j:
+                parent[find(j)] = find(i)
+        out: dict[int, list[int]] = {}
+        for i in range(len(self.members)):
+            out.setdefault(find(i), []).append(i)
+        return [g for g in out.values() if len(g) > 1]
+
+
 def guard_winner(members: Sequence[Memory]) -> tuple[Memory | None, str]:
     """The text that wins a cluster without a model (oldest-first ``members``): the newest whose
     text holds every other member's; ``(None, why)`` when a pair fails the guard or no member
-    holds all the others. Each pair is compared once."""
-    holds: dict[tuple[int, int], bool] = {}  # (i, j): member j's text holds member i's
-    for (i, x), (j, y) in combinations(enumerate(members), 2):
-        result = compare(x.content, y.content)
-        verdict = result.verdict
-        if verdict not in _PASS:
-            if not _may_be_compound(x.content, y.content) or not compound_variant(
-                x.content, y.content
-            ):
-                why = f"{x.id} and {y.id} fail the near-identical guard ({result.reason})"
-                return None, why
-            verdict = GuardVerdict.SAME
-        holds[(i, j)] = verdict in _HOLDS
-        holds[(j, i)] = _INVERSE.get(verdict, verdict) in _HOLDS
-    for j in reversed(range(len(members))):  # newest first
-        if all(holds[(i, j)] for i in range(len(members)) if i != j):
-            w = members[j]
-            return w, f"near-identical; the newest text holding every member's words ({w.id})"
-    return None, "near-identical pairs, but no member's text holds every other's words"
+    holds all the others."""
+    return GuardTable.of(members).winner(range(len(members)))
 
 
 class Janitor:
@@ -259,25 +315,34 @@ class Janitor:
             report.by_source[source] = report.by_source.get(source, 0) + n
         groups = clusters_of(found.pairs)
         report.clusters += len(groups)
-        ids = [i for g, _ in groups if len(g) <= MAX_CLUSTER for i in g]
-        rows = self.store.get_many(owner, ids)
+        rows = self.store.get_many(owner, [i for g, _ in groups for i in g])
         kept: set[str] = (
             self._kept_before(owner) if groups and isinstance(self.llm, Merger) else set()
         )
-        why_kept = "kept apart by the LLM in an earlier run (the same members)"
-        for n, (group, sim) in enumerate(groups, 1):
-            if len(group) > MAX_CLUSTER:
-                plan = ClusterPlan(
-                    owner, [], sim, "skip", "too_large", reason=f"{len(group)} members"
-                )
-            else:
-                members = sorted((rows[i] for i in group if i in rows), key=_age)
-                if _fingerprint(members) in kept:  # the model kept these apart in a past run
+        units: list[tuple[list[Memory], float]] = []  # the clusters to plan, oldest member first
+        large = [(g, sim) for g, sim in groups if len(g) > MAX_CLUSTER]
+        for group, sim in groups:
+            if len(group) <= MAX_CLUSTER:
+                units.append((sorted((rows[i] for i in group if i in rows), key=_age), sim))
+        for parts, sim in _split_large(large, found.pairs, rows):
+            for part in parts:
+                if len(part) > MAX_CLUSTER:
                     plan = ClusterPlan(
-                        owner, members, sim, "skip", "llm_keep", "llm", reason=why_kept
+                        owner, [], sim, "skip", "too_large", reason=f"{len(part)} members"
                     )
+                    report.skipped["too_large"] = report.skipped.get("too_large", 0) + 1
+                    report.plans.append(plan)
                 else:
-                    plan = self._plan(owner, members, sim, report)
+                    units.append((part, sim))
+        why_kept = "kept apart by the LLM in an earlier run (the same members)"
+        for n, (members, sim) in enumerate(units, 1):
+            if _fingerprint(members) in kept:  # the model kept these apart in a past run
+                plans = [
+                    ClusterPlan(owner, members, sim, "skip", "llm_keep", "llm", reason=why_kept)
+                ]
+            else:
+                plans = self._plan(owner, members, sim, report)
+            for plan in plans:
                 if plan.outcome == "llm_keep" and not dry_run and plan.reason != why_kept:
                     self._remember_kept(plan)
                 if plan.action == "merge":
@@ -287,14 +352,16 @@ class Janitor:
                         plan.outcome = "merged"
                     else:
                         plan.action, plan.outcome = "skip", "changed"
-            if plan.outcome == "merged":
-                report.merged += 1
-                report.absorbed += len(plan.absorbed)
-            elif plan.action == "skip":
-                report.skipped[plan.outcome] = report.skipped.get(plan.outcome, 0) + 1
-            report.plans.append(plan)
+                if plan.outcome == "planned":
+                    report.planned += 1
+                if plan.outcome == "merged":
+                    report.merged += 1
+                    report.absorbed += len(plan.absorbed)
+                elif plan.action == "skip":
+                    report.skipped[plan.outcome] = report.skipped.get(plan.outcome, 0) + 1
+                report.plans.append(plan)
             if progress is not None:
-                progress(f"clusters of {owner}", n, len(groups))
+                progress(f"clusters of {owner}", n, len(units))
 
     # ------------------------------------------------------------------ the model's "keep"
     def _kept_before(self, owner: str) -> set[str]:
@@ -327,7 +394,10 @@ class Janitor:
     # ------------------------------------------------------------------ planning
     def _plan(
         self, owner: str, members: list[Memory], sim: float, report: JanitorReport
-    ) -> ClusterPlan:
+    ) -> list[ClusterPlan]:
+        """The plans of one cluster: one (the model's merge or keep, or the guard rule's merge
+        of the whole cluster), or, when the guard refuses the whole, a merge per part whose
+        pairs all pass and a skip for the rest."""
         prefix = ""
         if isinstance(self.llm, Merger):
             report.llm_calls += 1
@@ -341,38 +411,60 @@ class Janitor:
                 why = f"{tag}{verdict.reasoning or ''}".strip()
                 chosen = [members[i] for i in verdict.members]
                 if verdict.action == "keep" or len(chosen) < 2:
-                    return ClusterPlan(owner, members, sim, "skip", "llm_keep", "llm", reason=why)
+                    return [ClusterPlan(owner, members, sim, "skip", "llm_keep", "llm", reason=why)]
                 text = (verdict.merged_text or "").strip()
                 problem = self._text_problem(text, chosen)
                 if problem is None:
-                    return ClusterPlan(
-                        owner,
-                        members,
-                        sim,
-                        "merge",
-                        "planned",
-                        "llm",
-                        chosen[0].id,
-                        [m.id for m in chosen[1:]],
-                        text,
-                        why,
-                    )
+                    return [
+                        ClusterPlan(
+                            owner,
+                            members,
+                            sim,
+                            "merge",
+                            "planned",
+                            "llm",
+                            chosen[0].id,
+                            [m.id for m in chosen[1:]],
+                            text,
+                            why,
+                        )
+                    ]
                 prefix = f"LLM merge refused: {problem}; "
-        winner, why = guard_winner(members)
-        if winner is None:
-            return ClusterPlan(owner, members, sim, "skip", "guard", "guard", reason=prefix + why)
-        return ClusterPlan(
-            owner,
-            members,
-            sim,
-            "merge",
-            "planned",
-            "guard",
-            members[0].id,
-            [m.id for m in members[1:]],
-            winner.content,
-            prefix + why,
-        )
+        table = GuardTable.of(members)
+        whole = list(range(len(members)))
+        winner, why = table.winner(whole)
+        if winner is not None:
+            return [_guard_merge(owner, members, sim, winner, prefix + why)]
+        # Refused as a whole: a cluster of look-alikes often holds a near-copy pair among
+        # members the guard keeps apart ("born on May 3" next to "born on May 4"). Each part
+        # connected by passing pairs is merged when all its pairs pass; the rest is skipped.
+        # A merged part has no passing pair to any other member, so the survivor (one of its
+        # texts) finds no new partner in the next run.
+        plans: list[ClusterPlan] = []
+        rest = set(whole)
+        for group in table.groups():
+            parts = [group] if len(group) < len(members) else []
+            part_winner, part_why = table.winner(group) if parts else (None, "")
+            if part_winner is None:
+                # refused too: its copies of one text (one content hash) are still merged, so
+                # a text never stays stored twice; the survivor has that text, whose pairs
+                # with the others were refused, and the next run refuses them again
+                copies: dict[str, list[int]] = {}
+                for i in group:
+                    copies.setdefault(members[i].content_hash, []).append(i)
+                parts = [c for c in copies.values() if len(c) > 1]
+            for part_ids in parts:
+                part_winner, part_why = table.winner(part_ids)
+                if part_winner is not None:
+                    part = [members[i] for i in part_ids]
+                    plans.append(_guard_merge(owner, part, sim, part_winner, prefix + part_why))
+                    rest -= set(part_ids)
+        if len(rest) > 1:
+            left = [members[i] for i in sorted(rest)]
+            plans.append(
+                ClusterPlan(owner, left, sim, "skip", "guard", "guard", reason=prefix + why)
+            )
+        return plans
 
     def _text_problem(self, text: str, chosen: Sequence[Memory]) -> str | None:
         if not text:
@@ -440,6 +532,49 @@ class Janitor:
                     )
                 )
         return True
+
+
+def _guard_merge(
+    owner: str, members: list[Memory], sim: float, winner: Memory, why: str
+) -> ClusterPlan:
+    """A merge by the guard rule: the oldest id survives with the winner's text."""
+    return ClusterPlan(
+        owner,
+        members,
+        sim,
+        "merge",
+        "planned",
+        "guard",
+        members[0].id,
+        [m.id for m in members[1:]],
+        winner.content,
+        why,
+    )
+
+
+def _split_large(
+    large: Sequence[tuple[list[str], float]],
+    pairs: Sequence[CandidatePair],
+    rows: dict[str, Memory],
+) -> list[tuple[list[list[Memory]], float]]:
+    """Clusters over :data:`MAX_CLUSTER` members (chains of look-alikes joined by union-find)
+    split into the parts their candidate pairs that pass the near-identical guard connect
+    (two or more members each, oldest first). Only the candidate pairs are compared, never
+    all pairs of a large cluster; a part may still be over the limit (then it is skipped)."""
+    if not large:
+        return []
+    where = {i: n for n, (group, _) in enumerate(large) for i in group}
+    edges: list[list[CandidatePair]] = [[] for _ in large]
+    for p in pairs:
+        n = where.get(p.a)
+        if n is not None and p.a in rows and p.b in rows:
+            edges[n].append(p)
+    out = []
+    for (_, sim), inside in zip(large, edges, strict=True):
+        passing = [p for p in inside if passes(rows[p.a].content, rows[p.b].content)]
+        parts = [sorted((rows[i] for i in ids), key=_age) for ids, _ in clusters_of(passing)]
+        out.append((parts, sim))
+    return out
 
 
 #: How an ``llm_keep`` row of the janitor's starts: ``[janitor:keep] <fingerprint> <reasoning>``.

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Collection, Sequence
 from decimal import Decimal
+from functools import lru_cache
 
 from memlane._text import normalise
 from memlane.dedup.numbers import NUMERAL, Num, Token
@@ -84,6 +85,7 @@ def _short_cvc(stem: str) -> bool:
     return a not in _VOWELS and b in _VOWELS and c not in _VOWELS and c not in "wxy"
 
 
+@lru_cache(maxsize=1 << 16)  # a pure function of one word, asked for the same words again
 def stem(word: str) -> str:
     """Strip plural/-ing/-ed so inflections meet: "plays"/"playing"/"played" -> "play".
 
@@ -137,10 +139,14 @@ def join_compounds(
     be recognised against a text that writes it joined, which is what the guard compares.
     """
     targets = {form for w in other if isinstance(w, str) for form in (w, stem(w))}
+    # A joined run is longer than its first word and starts with it: a word that is no proper
+    # prefix of a target starts no run (most words of most texts; this skips their runs).
+    heads = {t[:k] for t in targets for k in range(1, len(t))}
     out: list[Token] = []
     i = 0
     while i < len(words):
-        for n in range(min(_MAX_PARTS, len(words) - i), 1, -1):
+        first = words[i]
+        for n in range(min(_MAX_PARTS, len(words) - i) if first in heads else 1, 1, -1):
             run = words[i : i + n]
             parts = [w for w in run if isinstance(w, str) and w.isalpha() and w not in keep_apart]
             if len(parts) == n and (

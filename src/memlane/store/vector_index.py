@@ -96,16 +96,8 @@ class OwnerIndex:
         if m == 0 or k <= 0:
             empty = np.zeros((m, 0))
             return empty.astype(np.uint64), empty.astype(np.float32), np.zeros(m, np.int64)
-        if (
-            n < self.exact_below
-        ):  # exact: one matrix product (usearch's exact path is ~1 ms a query)
-            keys_all = self.keys()
-            sims = vectors @ self.vectors(keys_all).T
-            top = np.argpartition(-sims, k - 1, axis=1)[:, :k]
-            order = np.take_along_axis(-sims, top, axis=1).argsort(axis=1, kind="stable")
-            top = np.take_along_axis(top, order, axis=1)
-            cos = np.take_along_axis(sims, top, axis=1).astype(np.float32)
-            return keys_all[top], cos, np.full(m, k, dtype=np.int64)
+        if n < self.exact_below:  # exact: matrix products (usearch's exact path is ~1 ms a query)
+            return self.exact_many(vectors, k)
         default = self._index.expansion_search
         if expansion is not None:
             self._index.expansion_search = max(expansion, k)  # type: ignore[misc]
@@ -117,6 +109,46 @@ class OwnerIndex:
         cos = 1.0 - np.asarray(found.distances, dtype=np.float32).reshape(m, -1)
         counts = np.asarray(getattr(found, "counts", [len(found)]), dtype=np.int64).reshape(m)
         return keys, cos.astype(np.float32), counts
+
+    def exact_many(
+        self, vectors: Vector, k: int, *, floor: float | None = None, chunk: int = 32768
+    ) -> tuple[NDArray[np.uint64], NDArray[np.float32], NDArray[np.int64]]:
+        """:meth:`search_many` by brute force: each row of ``vectors`` against every stored
+        vector, streamed ``chunk`` keys at a time (memory: ``len(vectors) * chunk`` floats, not
+        the whole index). Shapes as :meth:`search_many`. ``floor``: only neighbours with a
+        cosine at or above it count (a row may then get fewer than ``k``; much faster than a
+        top-k over every column when few pass)."""
+        keys_all = self.keys()
+        m, k = len(vectors), min(k, len(keys_all))
+        if m == 0 or k <= 0:
+            empty = np.zeros((m, 0))
+            return empty.astype(np.uint64), empty.astype(np.float32), np.zeros(m, np.int64)
+        rows_l: list[NDArray[np.intp]] = []
+        keys_l: list[NDArray[np.uint64]] = []
+        cos_l: list[NDArray[np.float32]] = []
+        for start in range(0, len(keys_all), chunk):
+            part = keys_all[start : start + chunk]
+            sims = np.asarray(vectors @ self.vectors(part).T, dtype=np.float32)
+            if floor is not None:
+                r, col = np.nonzero(sims >= floor)
+            else:  # the chunk's own top k of each row
+                kk = min(k, sims.shape[1])
+                col = np.argpartition(-sims, kk - 1, axis=1)[:, :kk].ravel()
+                r = np.repeat(np.arange(m), kk)
+            rows_l.append(r)
+            keys_l.append(part[col])
+            cos_l.append(sims[r, col])
+        rows, found, cos = np.concatenate(rows_l), np.concatenate(keys_l), np.concatenate(cos_l)
+        order = np.lexsort((-cos, rows))  # by row, best first
+        rows, found, cos = rows[order], found[order], cos[order]
+        counts = np.minimum(np.bincount(rows, minlength=m), k)
+        rank = np.arange(len(rows)) - np.searchsorted(rows, rows)  # place within its row
+        take = rank < k
+        out_keys = np.zeros((m, k), dtype=np.uint64)
+        out_cos = np.full((m, k), -1.0, dtype=np.float32)
+        out_keys[rows[take], rank[take]] = found[take]
+        out_cos[rows[take], rank[take]] = cos[take]
+        return out_keys, out_cos, counts.astype(np.int64)
 
     def search(self, vector: Vector, k: int) -> list[tuple[int, float]]:
         """Nearest ``k`` keys with cosine similarity, best first."""

@@ -64,7 +64,7 @@ class SQLiteFeed:
         out: dict[int, RowRef] = {}
         for chunk in iter_chunks(keys):
             for num, mid, agent, mtype, active in self._store._conn.execute(
-                "SELECT num, id, agent, type, status = 'active' FROM memories WHERE owner = ? "
+                "SELECT num, id, agent, type, status = 'active' FROM memories WHERE +owner = ? "
                 f"AND num IN ({','.join('?' * len(chunk))})",
                 [owner, *chunk],
             ):

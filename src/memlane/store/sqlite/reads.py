@@ -44,11 +44,16 @@ class ReadsMixin:
     def _get_many(
         self, owner: str, column: str, keys: Sequence[Any]
     ) -> dict[Any, tuple[int, Memory]]:
+        # "+owner": the unary plus keeps SQLite's planner off the owner indexes. Without it,
+        # an IN list of 3 keys or more is read by walking every row of the owner (measured at
+        # 100,000 memories: 100 ms for 3 ids, against 0.2 ms by the key's own index); the
+        # owner test stays, as a filter on the rows the key found (also in feed.row_refs and
+        # embeddings below).
         out: dict[Any, tuple[int, Memory]] = {}
         for chunk in iter_chunks(keys):
             marks = ",".join("?" * len(chunk))
             for row in self._conn.execute(
-                f"SELECT {MEMORY_COLUMNS} FROM memories WHERE owner = ? AND {column} IN ({marks})",
+                f"SELECT {MEMORY_COLUMNS} FROM memories WHERE +owner = ? AND {column} IN ({marks})",
                 [owner, *chunk],
             ):
                 mem = row_to_memory(row)
@@ -150,7 +155,7 @@ class ReadsMixin:
             for chunk in iter_chunks(ids):
                 marks = ",".join("?" * len(chunk))
                 for mid, blob in self._conn.execute(
-                    f"SELECT id, embedding FROM memories WHERE owner = ? AND id IN ({marks})",
+                    f"SELECT id, embedding FROM memories WHERE +owner = ? AND id IN ({marks})",
                     [owner, *chunk],
                 ):
                     out[mid] = np.frombuffer(blob, dtype=np.float32)
