@@ -4,17 +4,23 @@
 Per owner, never across owners (and never across agent scopes):
 
 1. **Candidates**, never all pairs (:meth:`~memlane.store.base.MemoryStore.candidate_pairs`):
-   each memory's :data:`NEIGHBOURS` nearest in the vector index and memories sharing a rare key
-   token (a term of 2 to :data:`MAX_DF` memories), kept at cosine >= ``[dedup] gray_low``.
+   each memory's :data:`NEIGHBOURS` nearest in the vector index (brute force for the memories
+   the HNSW graph does not lead back to), memories with identical vectors, and memories sharing
+   a rare key token (a term of 2 to :data:`MAX_DF` memories), kept at cosine >= ``[dedup]
+   gray_low``.
 2. **Clusters**: union-find over those pairs; a memory is in at most one cluster, so it is merged
-   at most once per run. Clusters over :data:`MAX_CLUSTER` members are skipped (reported).
+   at most once per run. A cluster over :data:`MAX_CLUSTER` members (a chain of look-alikes) is
+   split into the parts its candidate pairs that pass the near-identical guard connect; a part
+   still over the limit is skipped (reported).
 3. **One merge per cluster.** With an LLM that can merge (:class:`~memlane.llm.Merger`), the model
    names the members that say the same thing and writes one text for them (checked: not empty,
    not an injected block, not longer than those members together). Without one, or when the call
    fails, the *guard rule*: every pair of members must pass the near-identical guard (verdict
    same, extends or narrows, or a compound variant), and the text that wins is the newest one that
    says at least what every other member says (same or extends): the newest text wins without
-   losing a word another member had. Otherwise the cluster is skipped ("skipped by the guard").
+   losing a word another member had. A cluster refused as a whole is split into the parts that
+   passing pairs connect, and each part whose pairs all pass is merged alone (copies of one text
+   always are); the rest is skipped ("skipped by the guard").
 4. **Provenance**, in one transaction per cluster
    (:meth:`~memlane.store.base.MemoryStore.merge_memories`): the oldest member survives (its id);
    every member's text goes to its history; associations move to it; it takes the highest
@@ -23,7 +29,11 @@ Per owner, never across owners (and never across agent scopes):
    ``merged_into``; one ``janitor_merge`` row per absorbed member goes to the dedup log (a review
    can reverse it). A cluster whose members changed since they were read is skipped.
 
-A second run finds nothing new: the absorbed members are no longer active, so no pair reaches them.
+A second run finds nothing new: the absorbed members are no longer active, so no pair reaches
+them; a merged part had no passing pair to the members left, and the survivor carries one of its
+texts, so the next run refuses the same pairs again. The one exception is the approximate index:
+a pair that both of its members' HNSW searches missed (measured at 100,000 memories: 0 or 1 of
+7,151 merges) may surface once the graph no longer holds the absorbed members.
 """
 
 from __future__ import annotations

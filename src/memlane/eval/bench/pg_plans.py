@@ -18,10 +18,9 @@ HOT_QUERIES: dict[str, str] = {
     "vector leg (HNSW)": "SELECT id, embedding <=> %(v)s FROM memories WHERE owner = %(o)s "
     "AND status = 'active' ORDER BY embedding <=> %(v)s LIMIT 10",
     "dedup: nearest in scope": "SELECT id, embedding <=> %(v)s FROM memories WHERE owner = %(o)s "
-    "AND agent IS NOT DISTINCT FROM NULL AND status = 'active' ORDER BY embedding <=> %(v)s "
-    "LIMIT 5",
-    "dedup: exact hash": "SELECT id FROM memories WHERE owner = %(o)s AND agent IS NOT DISTINCT "
-    "FROM NULL AND content_hash = %(h)s AND status = 'active' ORDER BY created_at, num LIMIT 1",
+    "AND agent IS NULL AND status = 'active' ORDER BY embedding <=> %(v)s LIMIT 5",
+    "dedup: exact hash": "SELECT id FROM memories WHERE owner = %(o)s AND agent IS NULL "
+    "AND content_hash = %(h)s AND status = 'active' ORDER BY created_at, num LIMIT 1",
     "BM25 cache catch-up": "SELECT num, status = 'active', content, agent, type, change_seq "
     "FROM memories WHERE owner = %(o)s AND change_seq > %(w)s ORDER BY change_seq",
     "rows of the hits": "SELECT id, content FROM memories WHERE owner = %(o)s "

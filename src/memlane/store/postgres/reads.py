@@ -65,11 +65,12 @@ class ReadsMixin:
     def find_by_hash(self, owner: str, agent: str | None, content_hash: str) -> Memory | None:
         with self._use() as conn:
             self._lock_owner(conn, owner)  # in a write: wait for the owner's other writers
+            agent_sql = "agent IS NULL" if agent is None else "agent = %s"  # see nearest()
             row = conn.execute(
                 f"SELECT {MEMORY_COLUMNS} FROM memories WHERE owner = %s "
-                "AND agent IS NOT DISTINCT FROM %s AND content_hash = %s AND status = 'active' "
+                f"AND {agent_sql} AND content_hash = %s AND status = 'active' "
                 "ORDER BY created_at, num LIMIT 1",
-                (owner, agent, content_hash),
+                (owner, content_hash) if agent is None else (owner, agent, content_hash),
             ).fetchone()
         return None if row is None else row_to_memory(row)
 

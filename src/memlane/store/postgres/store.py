@@ -373,9 +373,14 @@ class PostgresStore(ReadsMixin, LinksMixin, MaintenanceMixin, SessionsMixin, Acc
     ) -> list[tuple[Memory, float]]:
         with self._use() as conn:
             self._lock_owner(conn, owner)
+            # "agent IS NULL" or "agent = ...", never "IS NOT DISTINCT FROM": the planner
+            # estimates one row for that and scans every memory of the table instead of
+            # walking the HNSW index (measured at 25,000 memories: 23.7 ms -> 1.2 ms a call,
+            # the write path's nearest neighbours)
+            agent_sql = "agent IS NULL" if agent is None else "agent = %(a)s"
             rows = conn.execute(
                 f"SELECT {MEMORY_COLUMNS}, embedding <=> %(v)s FROM memories "
-                "WHERE owner = %(o)s AND agent IS NOT DISTINCT FROM %(a)s AND status = 'active' "
+                f"WHERE owner = %(o)s AND {agent_sql} AND status = 'active' "
                 "ORDER BY embedding <=> %(v)s LIMIT %(k)s",
                 {"v": np.asarray(vector, dtype=np.float32), "o": owner, "a": agent, "k": int(k)},
             ).fetchall()
