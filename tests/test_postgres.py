@@ -58,6 +58,9 @@ def test_migrations_recorded_and_hnsw_settings_used(postgres_backend: Backend) -
     )
     assert "hnsw" in str(index[0]) and "vector_cosine_ops" in str(index[0])
     assert "m='8'" in str(index[0]) and "ef_construction='32'" in str(index[0])
+    # room on each page, so that access-count updates stay HOT (no index touched, HNSW included)
+    (options,) = sql(postgres_backend, "SELECT reloptions FROM pg_class WHERE relname = 'memories'")
+    assert "fillfactor=80" in list(options[0] or [])
     # the full-text column is kept by PostgreSQL itself (SQL-side queries)
     hits = sql(
         postgres_backend,

@@ -67,8 +67,12 @@ class AccessMixin:
                 done = conn.execute(
                     "WITH v AS (SELECT * FROM unnest(%s::text[], %s::text[], %s::bigint[], "
                     "%s::timestamptz[]) AS v(owner, id, c, ts)), "
+                    # "m.id = ANY(...)": the planner cannot size unnest() and joined it
+                    # to a scan of every memory (13.8 ms a flush at 20,000 memories, one
+                    # flush per injection turn); the ids read through their index instead
                     "free AS (SELECT m.num, v.c, v.ts FROM memories m JOIN v "
-                    "ON m.id = v.id AND m.owner = v.owner ORDER BY m.num "
+                    "ON m.id = v.id AND m.owner = v.owner WHERE m.id = ANY(%s::text[]) "
+                    "ORDER BY m.num "
                     f"FOR UPDATE OF m {'' if force else 'SKIP LOCKED'}) "
                     "UPDATE memories m SET access_count = m.access_count + free.c, "
                     "last_accessed_at = GREATEST(m.last_accessed_at, free.ts) FROM free "
@@ -78,6 +82,7 @@ class AccessMixin:
                         [i for _, i in keys],
                         [taken[k][0] for k in keys],
                         [taken[k][1] for k in keys],
+                        [i for _, i in keys],
                     ),
                 ).fetchall()
                 for key in done:
