@@ -9,6 +9,7 @@ written before an LLM was configured, imported, or kept apart in the gray zone.
 from __future__ import annotations
 
 import json
+import shutil
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from datetime import timedelta
@@ -258,6 +259,7 @@ def fresh_engine() -> Iterator[Callable[[], MemoryEngine]]:
     yield make
     for e in opened:
         e.close()
+        shutil.rmtree(e.settings.home_path, ignore_errors=True)
 
 
 @settings(
