@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import itertools
 from collections import Counter
 from pathlib import Path
 
@@ -16,6 +17,7 @@ from memlane.dedup.guard import (
     GuardVerdict,
     compare,
     content_words,
+    may_pass,
     negated,
     numbers,
 )
@@ -236,3 +238,40 @@ def test_paws_same_verdicts_are_paraphrases() -> None:
         if row["label"] == "0" and compare(row["sentence1"], row["sentence2"]).passes
     ]
     assert wrong == []
+
+
+# --- the janitor's cheap pre-check --------------------------------------------------------------
+
+PASSING = {V.SAME, V.EXTENDS, V.NARROWS}
+
+
+def _bench_pairs() -> list[tuple[str, str]]:
+    from memlane.eval.bench.generator import Generator
+
+    texts = sorted(m.content for m in Generator(5, near_repeats=0.3).memories(3000))
+    # sorted: a memory's near-repeats (the same words, one more, other punctuation) sit next to
+    # it, among look-alikes of the same template
+    return list(itertools.pairwise(texts)) + list(zip(texts, texts[3:], strict=False))
+
+
+COMPOUNDS = [
+    ("Bob founded a start up.", "bob founded a startup"),
+    ("Bob founded a start-up in 2019", "Bob founded a startup in Berlin in 2019"),
+    ("the cow boy rode home", "the cowboy rode home at dusk"),
+    ("she hired two baby sitters", "she hired two babysitters for the weekend"),
+    ("Ana likes home made bread", "Ana likes homemade bread"),
+]
+
+
+def test_may_pass_never_refuses_a_pair_the_guard_passes() -> None:
+    """may_pass() lets the janitor skip compare() for most pairs; it must be a necessary
+    condition: every pair compare() passes (same, extends, narrows), compounds included."""
+    pairs = _bench_pairs() + COMPOUNDS + [(b, a) for a, b in COMPOUNDS]
+    passing = [(a, b) for a, b in pairs if compare(a, b).verdict in PASSING]
+    assert len(passing) > 50
+    assert all(may_pass(a, b) for a, b in passing), [
+        (a, b) for a, b in passing if not may_pass(a, b)
+    ]
+    refused = sum(not may_pass(a, b) for a, b in pairs)
+    assert refused > len(pairs) // 2  # and it does skip most pairs of look-alike templates
+    assert not may_pass("Anton Patel loves Brazilian food", "Jonas Abbott loves Brazilian food")

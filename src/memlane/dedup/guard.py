@@ -227,15 +227,36 @@ def _compound_analyses(existing: str, new: str) -> tuple[_Analysis, _Analysis]:
     )
 
 
-@lru_cache(maxsize=4096)
+@lru_cache(maxsize=1 << 16)
 def _tokens(text: str) -> tuple[Token, ...]:
     """:func:`tokens` of ``text``, cached: the janitor compares one text with many others."""
     return tuple(tokens(text))
 
 
-@lru_cache(maxsize=4096)
+@lru_cache(maxsize=1 << 16)
 def _analyse_text(text: str) -> _Analysis:
     return _analyse(_tokens(text))
+
+
+@lru_cache(maxsize=1 << 16)
+def _content_set(text: str) -> frozenset[str]:
+    return frozenset(_analyse_text(text).content)
+
+
+def _covered(words: frozenset[str], other: frozenset[str]) -> bool:
+    """Each of ``words`` is one of ``other``'s, or could meet one once compounds are joined
+    (a part is a substring of its compound: "start" of "startup", either way round)."""
+    return all(any(w in x or x in w for x in other) for w in words - other)
+
+
+def may_pass(existing: str, new: str) -> bool:
+    """A cheap necessary condition of :func:`compare` giving ``same``, ``extends`` or
+    ``narrows``: those need one text's content words (after compound joining) to be among the
+    other's, so a pair where each text has a content word the other cannot cover fails. False
+    means the guard refuses the pair; True means compare() must decide. Cached per text: the
+    janitor compares one text with many (about 2 µs a pair against 76 µs for compare())."""
+    a, b = _content_set(existing), _content_set(new)
+    return _covered(a, b) or _covered(b, a)
 
 
 def compound_variant(existing: str, new: str) -> bool:

@@ -48,7 +48,7 @@ from typing import Any, Literal
 
 from memlane._text import canonical, content_hash
 from memlane.config import DedupSettings
-from memlane.dedup.guard import GuardVerdict, compare, compound_variant
+from memlane.dedup.guard import GuardVerdict, compare, compound_variant, may_pass
 from memlane.embeddings.cache import Embeddings
 from memlane.history import is_injection_text
 from memlane.llm import LLM, Merger
@@ -194,14 +194,16 @@ def _may_be_compound(a: str, b: str) -> bool:
     return _squashed(a) == _squashed(b)
 
 
-@lru_cache(maxsize=4096)  # one text is compared with each member of its cluster
+@lru_cache(maxsize=1 << 16)  # one text is compared with each member of its cluster
 def _squashed(text: str) -> str:
     return "".join(canonical(text).split())
 
 
 def passes(a: str, b: str) -> bool:
     """Two texts may be merged without a model (the near-identical guard, either order)."""
-    return compare(a, b).verdict in _PASS or (_may_be_compound(a, b) and compound_variant(a, b))
+    if _may_be_compound(a, b) and compound_variant(a, b):
+        return True
+    return may_pass(a, b) and compare(a, b).verdict in _PASS
 
 
 #: The verdict of ``compare(b, a)`` given that of ``compare(a, b)``.
@@ -222,6 +224,9 @@ class GuardTable:
     def of(cls, members: Sequence[Memory]) -> GuardTable:
         table = cls(members)
         for (i, x), (j, y) in combinations(enumerate(members), 2):
+            if not may_pass(x.content, y.content) and not _may_be_compound(x.content, y.content):
+                table.failed[(i, j)] = "content words differ"
+                continue
             result = compare(x.content, y.content)
             verdict = result.verdict
             if verdict not in _PASS:
