@@ -21,6 +21,18 @@ from memlane.store.sqlite import SQLiteStore
 N = 2 * CHUNK + 250  # three chunks, and more than 999 ids
 
 
+def _insert(store: SQLiteStore, texts: list[str], vectors: np.ndarray) -> list[str]:
+    """Insert ``texts`` as they are (no dedup) in the open transaction; their ids."""
+    return [
+        store.insert(
+            NewMemory(new_id(), t, content_hash(t), MemoryType.FACT, 0.5, "default", None,
+                      None, None, utcnow()),
+            v,
+        ).id
+        for t, v in zip(texts, vectors, strict=True)
+    ]  # fmt: skip
+
+
 def test_more_ids_than_sqlite_binds_in_one_statement(sqlite_backend: Backend) -> None:
     emb = HashEmbedder()
     store = sqlite_backend.open_store(emb)
@@ -29,14 +41,7 @@ def test_more_ids_than_sqlite_binds_in_one_statement(sqlite_backend: Backend) ->
     texts = [f"note {i} about the kite festival in town {i % 7}" for i in range(N)]
     vectors = embed_texts(emb, texts)
     with store.transaction():
-        ids = [
-            store.insert(
-                NewMemory(new_id(), t, content_hash(t), MemoryType.FACT, 0.5, "default", None,
-                          None, None, utcnow()),
-                v,
-            ).id
-            for t, v in zip(texts, vectors, strict=True)
-        ]  # fmt: skip
+        ids = _insert(store, texts, vectors)
         for a, b in itertools.pairwise(ids):
             store.add_association("default", a, b, Relation.RELATED_TO, 0.5)
         # nearest inside the transaction: every row pending, read back in chunks
@@ -65,14 +70,7 @@ def test_reads_by_key_use_the_key_index_not_a_walk_of_the_owner(sqlite_backend: 
     texts = [f"note {i} about the kite festival in town {i % 7}" for i in range(200)]
     vectors = embed_texts(emb, texts)
     with store.transaction():
-        ids = [
-            store.insert(
-                NewMemory(new_id(), t, content_hash(t), MemoryType.FACT, 0.5, "default", None,
-                          None, None, utcnow()),
-                v,
-            ).id
-            for t, v in zip(texts, vectors, strict=True)
-        ]  # fmt: skip
+        ids = _insert(store, texts, vectors)
     statements: list[str] = []
     store._conn.set_trace_callback(statements.append)
     try:
