@@ -25,7 +25,7 @@ from memlane import HashEmbedder, MemoryEngine, Settings
 from memlane._ids import new_id, utcnow
 from memlane._text import content_hash
 from memlane.cli import app
-from memlane.dedup.janitor import passes
+from memlane.dedup.clusters import passes
 from memlane.store import open_store
 from memlane.store.base import NewMemory
 from memlane.types import ChangeReason, Decision, Memory, MemoryType, Relation, Status

@@ -42,13 +42,11 @@ import hashlib
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from functools import lru_cache
-from itertools import combinations
 from typing import Any, Literal
 
-from memlane._text import canonical, content_hash
+from memlane._text import content_hash
 from memlane.config import DedupSettings
-from memlane.dedup.guard import GuardVerdict, compare, compound_variant, may_pass
+from memlane.dedup.clusters import GuardTable, clusters_of, passes
 from memlane.embeddings.cache import Embeddings
 from memlane.history import is_injection_text
 from memlane.llm import LLM, Merger
@@ -65,11 +63,6 @@ NEIGHBOURS = 10
 MAX_DF = 4
 #: Larger clusters (chains of look-alikes through union-find) are skipped, not merged blindly.
 MAX_CLUSTER = 32
-
-#: Guard verdicts under which two members may be merged without a model.
-_PASS = frozenset({GuardVerdict.SAME, GuardVerdict.EXTENDS, GuardVerdict.NARROWS})
-#: ... and under which a member's text holds everything the other's does.
-_HOLDS = frozenset({GuardVerdict.SAME, GuardVerdict.EXTENDS})
 
 #: ``progress(label, done, total)``.
 Progress = Callable[[str, int, int], None]
@@ -155,133 +148,6 @@ class JanitorReport:
             "seconds": round(self.seconds, 3),
             "plans": [p.to_dict() for p in self.plans],
         }
-
-
-def clusters_of(pairs: Sequence[CandidatePair]) -> list[tuple[list[str], float]]:
-    """Union-find over ``pairs``: each connected group of ids (in first-seen order) with the
-    highest cosine among its pairs, largest groups first."""
-    parent: dict[str, str] = {}
-
-    def find(x: str) -> str:
-        root = x
-        while parent[root] != root:
-            root = parent[root]
-        while parent[x] != root:  # path compression
-            parent[x], x = root, parent[x]
-        return root
-
-    for p in pairs:
-        for x in (p.a, p.b):
-            parent.setdefault(x, x)
-        ra, rb = find(p.a), find(p.b)
-        if ra != rb:
-            parent[rb] = ra
-    groups: dict[str, list[str]] = {}
-    best: dict[str, float] = {}
-    for x in parent:
-        groups.setdefault(find(x), []).append(x)
-    for p in pairs:
-        r = find(p.a)
-        best[r] = max(best.get(r, 0.0), p.similarity)
-    out = [(ids, best[r]) for r, ids in groups.items()]
-    out.sort(key=lambda g: (-len(g[0]), g[0][0]))
-    return out
-
-
-def _may_be_compound(a: str, b: str) -> bool:
-    """A cheap necessary condition of :func:`compound_variant`: the canonical texts are equal
-    once their spaces are removed (a compound written apart or joined keeps its letters)."""
-    return _squashed(a) == _squashed(b)
-
-
-@lru_cache(maxsize=1 << 16)  # one text is compared with each member of its cluster
-def _squashed(text: str) -> str:
-    return "".join(canonical(text).split())
-
-
-def passes(a: str, b: str) -> bool:
-    """Two texts may be merged without a model (the near-identical guard, either order)."""
-    if _may_be_compound(a, b) and compound_variant(a, b):
-        return True
-    return may_pass(a, b) and compare(a, b).verdict in _PASS
-
-
-#: The verdict of ``compare(b, a)`` given that of ``compare(a, b)``.
-_INVERSE = {GuardVerdict.EXTENDS: GuardVerdict.NARROWS, GuardVerdict.NARROWS: GuardVerdict.EXTENDS}
-
-
-@dataclass(slots=True)
-class GuardTable:
-    """The near-identical guard over every pair of a cluster's members (oldest first), each
-    pair compared once. ``holds[(i, j)]``: member ``j``'s text holds member ``i``'s (same or
-    extends); ``failed``: the pairs that fail the guard, with the guard's reason."""
-
-    members: Sequence[Memory]
-    holds: dict[tuple[int, int], bool] = field(default_factory=dict)
-    failed: dict[tuple[int, int], str] = field(default_factory=dict)
-
-    @classmethod
-    def of(cls, members: Sequence[Memory]) -> GuardTable:
-        table = cls(members)
-        for (i, x), (j, y) in combinations(enumerate(members), 2):
-            if not may_pass(x.content, y.content) and not _may_be_compound(x.content, y.content):
-                table.failed[(i, j)] = "content words differ"
-                continue
-            result = compare(x.content, y.content)
-            verdict = result.verdict
-            if verdict not in _PASS:
-                if not _may_be_compound(x.content, y.content) or not compound_variant(
-                    x.content, y.content
-                ):
-                    table.failed[(i, j)] = result.reason
-                    continue
-                verdict = GuardVerdict.SAME
-            table.holds[(i, j)] = verdict in _HOLDS
-            table.holds[(j, i)] = _INVERSE.get(verdict, verdict) in _HOLDS
-        return table
-
-    def winner(self, group: Sequence[int]) -> tuple[Memory | None, str]:
-        """The text that wins the members ``group`` (indices, oldest first) without a model:
-        the newest whose text holds every other member's; ``(None, why)`` when a pair of them
-        fails the guard or no member holds all the others."""
-        for a, b in combinations(group, 2):
-            if (a, b) in self.failed:
-                x, y = self.members[a], self.members[b]
-                return (
-                    None,
-                    f"{x.id} and {y.id} fail the near-identical guard ({self.failed[a, b]})",
-                )
-        for j in reversed(group):  # newest first
-            if all(self.holds[(i, j)] for i in group if i != j):
-                w = self.members[j]
-                return w, f"near-identical; the newest text holding every member's words ({w.id})"
-        return None, "near-identical pairs, but no member's text holds every other's words"
-
-    def groups(self) -> list[list[int]]:
-        """The members connected by pairs that pass the guard (union-find), two or more each,
-        oldest first: a cluster of look-alikes split where the guard refuses."""
-        parent = list(range(len(self.members)))
-
-        def find(x: int) -> int:
-            while parent[x] != x:
-                parent[x] = parent[parent[x]]
-                x = parent[x]
-            return x
-
-        for i, j in self.holds:
-            if i < j:
-                parent[find(j)] = find(i)
-        out: dict[int, list[int]] = {}
-        for i in range(len(self.members)):
-            out.setdefault(find(i), []).append(i)
-        return [g for g in out.values() if len(g) > 1]
-
-
-def guard_winner(members: Sequence[Memory]) -> tuple[Memory | None, str]:
-    """The text that wins a cluster without a model (oldest-first ``members``): the newest whose
-    text holds every other member's; ``(None, why)`` when a pair fails the guard or no member
-    holds all the others."""
-    return GuardTable.of(members).winner(range(len(members)))
 
 
 class Janitor:
