@@ -4,30 +4,32 @@ near-identical guard lets merge without a model."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from itertools import combinations
+from typing import TypeVar
 
 from memlane._text import canonical
 from memlane.dedup.guard import GuardVerdict, compare, compound_variant, may_pass
 from memlane.store.base import CandidatePair
 from memlane.types import Memory
 
-__all__ = ["GuardTable", "clusters_of", "guard_winner", "passes"]
+__all__ = ["GuardTable", "clusters_of", "judge", "passes"]
 
 #: Guard verdicts under which two members may be merged without a model.
 _PASS = frozenset({GuardVerdict.SAME, GuardVerdict.EXTENDS, GuardVerdict.NARROWS})
 #: ... and under which a member's text holds everything the other's does.
 _HOLDS = frozenset({GuardVerdict.SAME, GuardVerdict.EXTENDS})
 
+T = TypeVar("T", bound=Hashable)
 
-def clusters_of(pairs: Sequence[CandidatePair]) -> list[tuple[list[str], float]]:
-    """Union-find over ``pairs``: each connected group of ids (in first-seen order) with the
-    highest cosine among its pairs, largest groups first."""
-    parent: dict[str, str] = {}
 
-    def find(x: str) -> str:
+def _components(edges: Sequence[tuple[T, T]]) -> list[list[T]]:
+    """Union-find over ``edges``: the connected groups of their ends, each in first-seen order."""
+    parent: dict[T, T] = {}
+
+    def find(x: T) -> T:
         root = x
         while parent[root] != root:
             root = parent[root]
@@ -35,20 +37,28 @@ def clusters_of(pairs: Sequence[CandidatePair]) -> list[tuple[list[str], float]]
             parent[x], x = root, parent[x]
         return root
 
-    for p in pairs:
-        for x in (p.a, p.b):
-            parent.setdefault(x, x)
-        ra, rb = find(p.a), find(p.b)
+    for a, b in edges:
+        parent.setdefault(a, a)
+        parent.setdefault(b, b)
+        ra, rb = find(a), find(b)
         if ra != rb:
             parent[rb] = ra
-    groups: dict[str, list[str]] = {}
-    best: dict[str, float] = {}
+    groups: dict[T, list[T]] = {}
     for x in parent:
         groups.setdefault(find(x), []).append(x)
+    return list(groups.values())
+
+
+def clusters_of(pairs: Sequence[CandidatePair]) -> list[tuple[list[str], float]]:
+    """Union-find over ``pairs``: each connected group of ids (in first-seen order) with the
+    highest cosine among its pairs, largest groups first."""
+    best: dict[str, float] = {}
     for p in pairs:
-        r = find(p.a)
-        best[r] = max(best.get(r, 0.0), p.similarity)
-    out = [(ids, best[r]) for r, ids in groups.items()]
+        best[p.a] = max(best.get(p.a, 0.0), p.similarity)
+    out = [
+        (ids, max(best.get(i, 0.0) for i in ids))
+        for ids in _components([(p.a, p.b) for p in pairs])
+    ]
     out.sort(key=lambda g: (-len(g[0]), g[0][0]))
     return out
 
@@ -59,16 +69,29 @@ def _may_be_compound(a: str, b: str) -> bool:
     return _squashed(a) == _squashed(b)
 
 
-@lru_cache(maxsize=1 << 16)  # one text is compared with each member of its cluster
+@lru_cache(maxsize=4096)  # one text is compared with each member of its cluster
 def _squashed(text: str) -> str:
     return "".join(canonical(text).split())
 
 
+def judge(a: str, b: str) -> tuple[GuardVerdict | None, str]:
+    """The near-identical guard on two texts, for merging without a model: the passing verdict
+    (same, extends or narrows; a compound variant counts as same) or ``(None, why)``. The cheap
+    :func:`~memlane.dedup.guard.may_pass` is asked before :func:`compare`."""
+    compound = _may_be_compound(a, b)
+    if not compound and not may_pass(a, b):
+        return None, "content words differ"
+    result = compare(a, b)
+    if result.verdict in _PASS:
+        return result.verdict, ""
+    if compound and compound_variant(a, b):
+        return GuardVerdict.SAME, ""
+    return None, result.reason
+
+
 def passes(a: str, b: str) -> bool:
     """Two texts may be merged without a model (the near-identical guard, either order)."""
-    if _may_be_compound(a, b) and compound_variant(a, b):
-        return True
-    return may_pass(a, b) and compare(a, b).verdict in _PASS
+    return judge(a, b)[0] is not None
 
 
 #: The verdict of ``compare(b, a)`` given that of ``compare(a, b)``.
@@ -89,18 +112,10 @@ class GuardTable:
     def of(cls, members: Sequence[Memory]) -> GuardTable:
         table = cls(members)
         for (i, x), (j, y) in combinations(enumerate(members), 2):
-            if not may_pass(x.content, y.content) and not _may_be_compound(x.content, y.content):
-                table.failed[(i, j)] = "content words differ"
+            verdict, why = judge(x.content, y.content)
+            if verdict is None:
+                table.failed[(i, j)] = why
                 continue
-            result = compare(x.content, y.content)
-            verdict = result.verdict
-            if verdict not in _PASS:
-                if not _may_be_compound(x.content, y.content) or not compound_variant(
-                    x.content, y.content
-                ):
-                    table.failed[(i, j)] = result.reason
-                    continue
-                verdict = GuardVerdict.SAME
             table.holds[(i, j)] = verdict in _HOLDS
             table.holds[(j, i)] = _INVERSE.get(verdict, verdict) in _HOLDS
         return table
@@ -123,27 +138,7 @@ class GuardTable:
         return None, "near-identical pairs, but no member's text holds every other's words"
 
     def groups(self) -> list[list[int]]:
-        """The members connected by pairs that pass the guard (union-find), two or more each,
-        oldest first: a cluster of look-alikes split where the guard refuses."""
-        parent = list(range(len(self.members)))
-
-        def find(x: int) -> int:
-            while parent[x] != x:
-                parent[x] = parent[parent[x]]
-                x = parent[x]
-            return x
-
-        for i, j in self.holds:
-            if i < j:
-                parent[find(j)] = find(i)
-        out: dict[int, list[int]] = {}
-        for i in range(len(self.members)):
-            out.setdefault(find(i), []).append(i)
-        return [g for g in out.values() if len(g) > 1]
-
-
-def guard_winner(members: Sequence[Memory]) -> tuple[Memory | None, str]:
-    """The text that wins a cluster without a model (oldest-first ``members``): the newest whose
-    text holds every other member's; ``(None, why)`` when a pair fails the guard or no member
-    holds all the others."""
-    return GuardTable.of(members).winner(range(len(members)))
+        """The members connected by pairs that pass the guard, two or more each, oldest first:
+        a cluster of look-alikes split where the guard refuses."""
+        edges = [(i, j) for i, j in self.holds if i < j]
+        return [sorted(g) for g in _components(edges)]

@@ -227,18 +227,18 @@ def _compound_analyses(existing: str, new: str) -> tuple[_Analysis, _Analysis]:
     )
 
 
-@lru_cache(maxsize=1 << 16)
+@lru_cache(maxsize=4096)
 def _tokens(text: str) -> tuple[Token, ...]:
     """:func:`tokens` of ``text``, cached: the janitor compares one text with many others."""
     return tuple(tokens(text))
 
 
-@lru_cache(maxsize=1 << 16)
+@lru_cache(maxsize=4096)
 def _analyse_text(text: str) -> _Analysis:
     return _analyse(_tokens(text))
 
 
-@lru_cache(maxsize=1 << 16)
+@lru_cache(maxsize=4096)
 def _content_set(text: str) -> frozenset[str]:
     return frozenset(_analyse_text(text).content)
 

@@ -325,8 +325,7 @@ class Janitor:
         rest = set(whole)
         for group in table.groups():
             parts = [group] if len(group) < len(members) else []
-            part_winner, part_why = table.winner(group) if parts else (None, "")
-            if part_winner is None:
+            if not parts or table.winner(group)[0] is None:
                 # refused too: its copies of one text (one content hash) are still merged, so
                 # a text never stays stored twice; the survivor has that text, whose pairs
                 # with the others were refused, and the next run refuses them again

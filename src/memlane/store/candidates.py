@@ -88,12 +88,20 @@ def _identical(
     d = digests[order]
     same = np.flatnonzero(d[1:] == d[:-1])
     a, b = keys[order[same]], keys[order[same + 1]]
+    return _pair_ids(a, b), _cosines(vectors, a, b)
+
+
+def _cosines(
+    vectors: OwnerIndex, a: NDArray[np.uint64], b: NDArray[np.uint64]
+) -> NDArray[np.float32]:
+    """Cosine of each pair ``(a[i], b[i])`` of keys: the dot product of the index's unit
+    vectors, :data:`BLOCK` pairs at a time."""
     cos = np.empty(len(a), dtype=np.float32)
     for start in range(0, len(a), BLOCK):
         x = vectors.vectors(a[start : start + BLOCK])
         y = vectors.vectors(b[start : start + BLOCK])
         cos[start : start + BLOCK] = np.einsum("ij,ij->i", x, y)
-    return _pair_ids(a, b), cos
+    return cos
 
 
 def candidate_pairs(
@@ -169,11 +177,7 @@ def candidate_pairs(
     new_tok = tok_ids[~np.isin(tok_ids, vec_ids, assume_unique=True)]
     lo = new_tok >> np.uint64(32)
     hi = new_tok & np.uint64(0xFFFFFFFF)
-    tok_sims = np.zeros(len(new_tok), dtype=np.float32)
-    for start in range(0, len(new_tok), BLOCK):
-        a = vectors.vectors(lo[start : start + BLOCK])
-        b = vectors.vectors(hi[start : start + BLOCK])
-        tok_sims[start : start + BLOCK] = np.einsum("ij,ij->i", a, b)
+    tok_sims = _cosines(vectors, lo, hi)
 
     pairs: list[tuple[int, int, float, str]] = []
     for pid_arr, sim_arr, source in ((vec_ids, vec_sims, "vector"), (new_tok, tok_sims, "tokens")):
