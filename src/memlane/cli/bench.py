@@ -22,7 +22,7 @@ from memlane.cli.app import (
     print_json,
     progress_bar,
 )
-from memlane.cli.bench_backends import BackendOption, ClientsOption, DsnOption
+from memlane.cli.bench_backends import BackendOption, ClientsOption, DsnOption, LoadFromOption
 from memlane.cli.bench_backends import run as run_backends
 
 bench_app = typer.Typer(
@@ -122,6 +122,7 @@ def add_cmd(
     backend: BackendOption = None,
     clients: ClientsOption = "1,8",
     dsn: DsnOption = None,
+    load_from: LoadFromOption = None,
 ) -> None:
     """Build a store of N memories with batched add_many (dedup on), then time single adds.
 
@@ -130,6 +131,8 @@ def add_cmd(
     """
     from memlane.eval import bench
 
+    if load_from is not None and backend is None:
+        raise fail("--load-from needs --backend (sqlite, postgres, or both)", 2)
     if backend is not None:
         return run_backends(
             "add",
@@ -142,6 +145,7 @@ def add_cmd(
             warmup=5,
             dsn=dsn,
             json_out=json_out,
+            load_from=load_from,
         )
 
     with handle_errors(), _home_or_temp(home) as where:
@@ -259,6 +263,7 @@ def inject_cmd(
     backend: BackendOption = None,
     clients: ClientsOption = "1,8",
     dsn: DsnOption = None,
+    load_from: LoadFromOption = None,
 ) -> None:
     """Time injection turns (with the two previous turns as recent context) on N memories.
 
@@ -268,6 +273,8 @@ def inject_cmd(
     """
     from memlane.eval import bench
 
+    if load_from is not None and backend is None:
+        raise fail("--load-from needs --backend (sqlite, postgres, or both)", 2)
     if backend is not None:
         return run_backends(
             "inject",
@@ -280,6 +287,7 @@ def inject_cmd(
             warmup=warmup,
             dsn=dsn,
             json_out=json_out,
+            load_from=load_from,
         )
 
     with handle_errors():

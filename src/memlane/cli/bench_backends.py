@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -25,6 +26,18 @@ DsnOption = Annotated[
     str | None,
     typer.Option("--dsn", help="With --backend: an empty PostgreSQL database to use."),
 ]
+LoadFromOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--load-from",
+        help="With --backend: copy this bench home's SQLite store (e.g. one `memlane bench "
+        "janitor --home` built) into each backend instead of building N memories (SQLite: its "
+        "files; PostgreSQL: memlane migrate). The copy's time is reported apart; its embedder "
+        "and row count are used.",
+        exists=True,
+        file_okay=False,
+    ),
+]
 
 
 def run(
@@ -39,6 +52,7 @@ def run(
     warmup: int,
     dsn: str | None,
     json_out: bool,
+    load_from: Path | None = None,
 ) -> None:
     """Run the comparison and print it (JSON, or a table)."""
     from memlane.eval.bench.backends import BACKENDS, parse_list, run_backends
@@ -67,21 +81,25 @@ def run(
             warmup=warmup,
             dsn=dsn,
             progress=progress,
+            load_from=load_from,
         )
     if json_out:
         print_json(result)
         return
     table = Table(
-        title=f"bench {kind}: {memories:,} memories per backend ({result['embedder']})",
+        title=f"bench {kind}: {result['memories']:,} memories per backend ({result['embedder']})",
         title_justify="left",
     )
-    for col in ("backend", "build add/s", "call", "clients", "calls/s", "p50 ms", "p95 ms"):
+    build = "load s" if load_from is not None else "build add/s"
+    for col in ("backend", build, "call", "clients", "calls/s", "p50 ms", "p95 ms"):
         table.add_column(col, justify="right")
     for name, r in result["backends"].items():
         for lv in r["levels"]:
             table.add_row(
                 name,
-                f"{r['add_per_second']:,.0f}",
+                f"{r['load_seconds']:,.0f}"
+                if load_from is not None
+                else f"{r['add_per_second']:,.0f}",
                 lv["kind"],
                 str(lv["clients"]),
                 f"{lv['per_second']:,.1f}",

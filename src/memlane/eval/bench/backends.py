@@ -10,6 +10,13 @@ then per client level:
 - ``inject``: injection turns (each with its session's two previous turns as ``recent``, each
   client its own sessions) and hybrid searches of the same texts.
 
+With ``load_from`` (``--load-from HOME``: a SQLite store a bench built, such as ``memlane bench
+janitor --home HOME``'s million), each backend's store is a copy of that one instead: SQLite's
+files copied, PostgreSQL filled by ``memlane migrate`` (its indexes built once after the rows);
+that time is reported apart as ``load_seconds``, N is the source's row count, and the embedder is
+the source's own (its ``memlane.toml``). A million memories through the write path would take
+~90 minutes on PostgreSQL here, and ~30 more to embed with the model.
+
 PostgreSQL: the database of ``--dsn`` (it must be empty), else a packaged server started in a
 temporary folder for the run (``memlane postgres``'s) and stopped after. Its report also holds
 ``EXPLAIN ANALYZE`` of the hot queries and the HNSW ``ef_search`` trade-off (recall@10 of the
@@ -120,13 +127,24 @@ def _level(clients: int, ms: list[float], seconds: float) -> dict[str, Any]:
     }
 
 
-def _store_home(root: Path, backend: str, dsn: str | None, stack: ExitStack) -> Path:
-    """A home whose ``memlane.toml`` points at a fresh store of ``backend``."""
+def _store_home(
+    root: Path, backend: str, dsn: str | None, stack: ExitStack, source: Path | None = None
+) -> Path:
+    """A home whose ``memlane.toml`` points at a fresh store of ``backend`` (with ``source``: a
+    copy of that SQLite home's files for SQLite, its settings for PostgreSQL)."""
     home = root / backend
-    home.mkdir(parents=True)
+    settings = ""
+    if source is not None:
+        settings = (source / "memlane.toml").read_text(encoding="utf-8")
+        if "[store]" in settings:
+            raise ValueError(f"{source}/memlane.toml has a [store] table: load from a bench home")
     if backend == "sqlite":
+        if source is not None:
+            return home  # made by _load: a copy of the source's folder
+        home.mkdir(parents=True)
         (home / "memlane.toml").write_text('[store]\nbackend = "sqlite"\n')
         return home
+    home.mkdir(parents=True)
     if dsn is None:
         from memlane.store.postgres import server
 
@@ -134,8 +152,46 @@ def _store_home(root: Path, backend: str, dsn: str | None, stack: ExitStack) -> 
         info = server.start(data)
         stack.callback(server.stop, data)
         dsn = info.dsn
-    (home / "memlane.toml").write_text(f'[store]\nbackend = "postgres"\ndsn = "{dsn}"\n')
+    (home / "memlane.toml").write_text(
+        f'{settings}\n[store]\nbackend = "postgres"\ndsn = "{dsn}"\n', encoding="utf-8"
+    )
     return home
+
+
+def _source_rows(source: Path) -> int:
+    import sqlite3
+
+    conn = sqlite3.connect(f"file:{source / 'memlane.db'}?mode=ro", uri=True)
+    try:
+        return int(conn.execute("SELECT count(*) FROM memories").fetchone()[0])
+    finally:
+        conn.close()
+
+
+def _load(
+    name: str,
+    home: Path,
+    source: Path,
+    progress: Callable[[str, int, int], None] | None,
+) -> float:
+    """Fill ``home``'s store from ``source`` (module docstring); the seconds it took."""
+    started = time.perf_counter()
+    if name == "sqlite":
+        shutil.copytree(source, home)
+    else:
+        from memlane.config import Settings
+        from memlane.store.postgres import migrate
+
+        dsn = Settings.load(home).store.dsn
+        assert dsn is not None
+        migrate.copy(
+            source / "memlane.db",
+            dsn,
+            batch=5000,
+            index_memory="4GB",
+            progress=None if progress is None else lambda t, d, n: progress(f"{name} {t}", d, n),
+        )
+    return time.perf_counter() - started
 
 
 def run_backends(
@@ -151,12 +207,16 @@ def run_backends(
     dsn: str | None = None,
     hnsw: bool = True,
     progress: Callable[[str, int, int], None] | None = None,
+    load_from: Path | None = None,
 ) -> dict[str, Any]:
     """The comparison (module docstring) for ``kind`` ``"add"`` or ``"inject"``; a JSON-ready
-    dict: ``{"bench", "memories", "embedder", "backends": {name: {build..., "levels": [...]}}}``."""
+    dict: ``{"bench", "memories", "embedder", "backends": {name: {build..., "levels": [...]}}}``.
+    With ``load_from``, ``n`` is ignored (the source's row count is used)."""
     from memlane.config import Settings
 
-    memo = _Memo(timed_embedder(Settings.load()).inner)
+    if load_from is not None:
+        n = _source_rows(load_from)
+    memo = _Memo(timed_embedder(Settings.load(load_from)).inner)
     timer = TimedEmbedder(memo)
     report: dict[str, Any] = {
         "bench": f"{kind} --backend",
@@ -167,31 +227,40 @@ def run_backends(
     }
     # Every text of the builds embedded up front, untimed: each backend's build then measures
     # the store alone (not the first one paying the model for both).
-    texts = [m.content for m in Generator(seed).memories(n)]
+    texts = [] if load_from is not None else [m.content for m in Generator(seed).memories(n)]
     for start in range(0, len(texts), 256):
         memo.embed_batch(texts[start : start + 256])
     root = Path(tempfile.mkdtemp(prefix="memlane-bench-backends-"))
     try:
         with ExitStack() as stack:
             for name in backends:
-                home = _store_home(root, name, dsn, stack)
+                home = _store_home(root, name, dsn, stack, load_from)
+                result: dict[str, Any] = {}
+                if load_from is not None:
+                    result["load_seconds"] = round(_load(name, home, load_from, progress), 3)
+                    result["loaded_from"] = str(load_from)
                 engine, _ = open_engine(home, timer)
                 with engine:
-                    memo.active = True
-                    stats = build(
-                        engine,
-                        Generator(seed),
-                        n,
-                        batch=batch,
-                        timer=timer,
-                        progress=_progress_of(progress, name, n),
-                    )
-                    result: dict[str, Any] = {
-                        "build_seconds": round(stats.seconds, 3),
-                        "add_per_second": round(n / stats.seconds, 2) if stats.seconds else 0.0,
-                        "stored": stats.stored,
-                        "levels": [],
-                    }
+                    if load_from is None:
+                        memo.active = True
+                        stats = build(
+                            engine,
+                            Generator(seed),
+                            n,
+                            batch=batch,
+                            timer=timer,
+                            progress=_progress_of(progress, name, n),
+                        )
+                        result["build_seconds"] = round(stats.seconds, 3)
+                        result["add_per_second"] = (
+                            round(n / stats.seconds, 2) if stats.seconds else 0.0
+                        )
+                        result["stored"] = stats.stored
+                    else:
+                        started = time.perf_counter()
+                        engine.search("warm up: loads the indexes", owner=OWNER, limit=1)
+                        result["open_seconds"] = round(time.perf_counter() - started, 3)
+                        result["stored"] = engine.store.count(OWNER)
                     memo.active = False
                     result["levels"] = _levels(kind, engine, n, seed, clients, calls, warmup)
                     if name == "postgres":

@@ -13,6 +13,12 @@ and change numbers).
 - **Refusals** (nothing written): a target holding another embedding model or dimension
   (:class:`~memlane.errors.EmbeddingMismatch`), and a target that already holds memories that did
   not come from this source (the copy would mix two stores).
+- **Indexes built whole**: into an empty ``memories`` table, the HNSW and full-text (GIN)
+  indexes are dropped before the first batch and built once after the last (their definitions
+  kept in ``meta`` beside the markers, so an interrupted copy still ends with them). Inserting
+  into a live HNSW graph costs a graph search per row; pgvector builds the graph from the whole
+  table many times faster, in memory when ``maintenance_work_mem`` holds it (``index_memory``).
+  Then ``ANALYZE``, so that the planner sees the table's real size before the first query.
 - **Verification** at the end: per table, the number of rows on both sides; for memories and
   history, a SHA-256 over ``(id, content_hash, content)`` of every row, in id order, on both
   sides. A mismatch is a :class:`~memlane.errors.StoreError` naming the table.
@@ -260,11 +266,15 @@ def copy(
     batch: int = 1000,
     progress: Callable[[str, int, int], None] | None = None,
     stop_after: int | None = None,
+    index_memory: str = "1GB",
 ) -> Plan:
     """Copy ``source`` (a SQLite store) into the PostgreSQL database ``target`` (created tables
     and all if new), resuming a copy that was interrupted; then :func:`verify`. ``progress``:
     called with ``(table, rows done, rows in all)`` after each batch. ``stop_after``: stop after
-    that many batches in all (tests: an interruption).
+    that many batches in all (tests: an interruption). ``index_memory``: PostgreSQL's
+    ``maintenance_work_mem`` while the deferred indexes are built (an HNSW graph of N vectors
+    of dimension d needs about N * (4 d + 300) bytes to be built in memory: ~2 GB at 1,000,000 of
+    384; with less, pgvector goes on building it on disk, slower).
 
     Raises:
         EmbeddingMismatch: the target holds another embedding model.
@@ -285,6 +295,8 @@ def copy(
             from memlane.store.postgres.connect import configure
 
             configure(conn, 40, 60_000)
+            # checked before anything is written (a wrong size fails here, not after the copy)
+            conn.execute("SELECT set_config('maintenance_work_mem', %s, false)", (index_memory,))
             if hash_version is not None and not any(out.done.values()):
                 conn.execute(  # the hashes are the source's: PostgreSQL rehashes if older
                     "UPDATE meta SET value = %s WHERE key = 'content_hash.version'",
@@ -301,6 +313,8 @@ def copy(
                     else (None, 0)
                 )
                 copied = 0
+                if table.name == "memories" and state is None:
+                    _defer_indexes(conn, uuid)
                 for rows, key in _read(src, table, last, batch):
                     if stop_after is not None and batches >= stop_after:
                         return out
@@ -317,17 +331,59 @@ def copy(
                     if progress is not None:
                         progress(table.name, done, out.rows[table.name])
                 out.copied[table.name] = copied
+                if table.name == "memories":
+                    _build_deferred(conn, uuid)
             for name in ("dedup_log", "injection_events"):  # explicit ids were inserted
                 conn.execute(
                     f"SELECT setval(pg_get_serial_sequence('{name}', 'id'), "
                     f"coalesce((SELECT max(id) FROM {name}), 0) + 1, false)"
                 )
+            conn.execute("ANALYZE")
         verify(src, target, out)
     except psycopg.Error as exc:
         raise translate(exc, "migrate", describe(target)) from exc
     finally:
         src.close()
     return out
+
+
+#: Indexes of ``memories`` built once after a copy into an empty table (module docstring).
+DEFERRED_INDEXES = ("memories_embedding_hnsw", "memories_fts")
+
+
+def _defer_indexes(conn: psycopg.Connection[Any], uuid: str) -> None:
+    """Drop the deferred indexes of an empty ``memories`` table, their definitions kept in
+    ``meta`` (one transaction: both or neither)."""
+    with conn.transaction():
+        row = conn.execute("SELECT EXISTS (SELECT 1 FROM memories)").fetchone()
+        if row is None or row[0]:
+            return  # rows already there: keep the indexes, insert into them
+        for name in DEFERRED_INDEXES:
+            found = conn.execute(
+                "SELECT indexdef FROM pg_indexes WHERE schemaname = current_schema() "
+                "AND indexname = %s",
+                (name,),
+            ).fetchone()
+            if found is None:
+                continue
+            conn.execute(
+                "INSERT INTO meta (key, value) VALUES (%s, %s) ON CONFLICT (key) "
+                "DO UPDATE SET value = excluded.value",
+                (f"migrate:{uuid}:index:{name}", found[0]),
+            )
+            conn.execute(f"DROP INDEX {name}")
+
+
+def _build_deferred(conn: psycopg.Connection[Any], uuid: str) -> None:
+    """Build the indexes :func:`_defer_indexes` dropped (also after an interrupted copy)."""
+    pending = conn.execute(
+        "SELECT key, value FROM meta WHERE key LIKE %s ORDER BY key",
+        (f"migrate:{uuid}:index:%",),
+    ).fetchall()
+    for key, definition in pending:
+        with conn.transaction():
+            conn.execute(definition.replace("CREATE INDEX ", "CREATE INDEX IF NOT EXISTS ", 1))
+            conn.execute("DELETE FROM meta WHERE key = %s", (key,))
 
 
 def _read(
