@@ -13,10 +13,11 @@ import pytest
 from numpy.typing import NDArray
 from typer.testing import CliRunner
 
+from conftest import Backend
 from memlane import EmbeddingError, EmbeddingMismatch, HashEmbedder, MemoryEngine, Settings
 from memlane.cli import app
 from memlane.embeddings import embed_texts
-from memlane.reembed import reembed
+from memlane.store import reembed_store
 
 TEXTS = [
     "Alice prefers dark mode in every editor",
@@ -48,12 +49,6 @@ def _settings(home: Path) -> Settings:
     return Settings.load(home, embedding={"provider": "hash", "dimension": 64})
 
 
-def _store_vectors(db: Path) -> dict[str, NDArray[np.float32]]:
-    with sqlite3.connect(db) as conn:
-        rows = conn.execute("SELECT content, embedding FROM memories").fetchall()
-    return {c: np.frombuffer(b, dtype=np.float32) for c, b in rows}
-
-
 @pytest.fixture
 def home(tmp_path: Path) -> Path:
     with MemoryEngine.open(settings=_settings(tmp_path), embedder=HashEmbedder(64)) as engine:
@@ -62,52 +57,101 @@ def home(tmp_path: Path) -> Path:
     return tmp_path
 
 
-def test_reembed_switches_every_vector_and_the_model(home: Path) -> None:
-    db = _settings(home).db_path
-    result = reembed(db, HashEmbedder(32), batch_size=3)
+@pytest.fixture
+def backend(store_backend: Backend) -> Backend:
+    """A store of either backend holding TEXTS (hash-64), closed."""
+    engine = store_backend.engine(embedder=HashEmbedder(64))
+    engine.add_many([{"content": t, "owner": "alice"} for t in TEXTS[:4]])
+    engine.add_many([{"content": t, "owner": "bob"} for t in TEXTS[4:]])
+    store_backend.close_all()
+    store_backend.opened.clear()
+    return store_backend
+
+
+def _vectors(backend: Backend, dim: int) -> dict[str, NDArray[np.float32]]:
+    """Every memory's stored vector by text, read through the store opened with hash-``dim``."""
+    store = backend.open_store(HashEmbedder(dim))
+    out: dict[str, NDArray[np.float32]] = {}
+    for owner in ("alice", "bob"):
+        rows = store.list_memories(owner, limit=100)
+        vectors = store.embeddings(owner, [m.id for m in rows])
+        out.update({m.content: np.asarray(vectors[m.id]) for m in rows})
+    store.close()
+    return out
+
+
+def _leftovers(backend: Backend) -> tuple[set[str], dict[str, str]]:
+    """The store's table names and meta rows (what a run may leave behind)."""
+    if backend.name == "sqlite":
+        with sqlite3.connect(backend.home / "memlane.db") as conn:
+            tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
+            return tables, dict(conn.execute("SELECT key, value FROM meta").fetchall())
+    import psycopg
+
+    with psycopg.connect(backend.dsn) as conn:
+        tables = {
+            r[0]
+            for r in conn.execute(
+                "SELECT tablename FROM pg_tables WHERE schemaname = current_schema()"
+            )
+        }
+        return tables, dict(conn.execute("SELECT key, value FROM meta").fetchall())
+
+
+def test_reembed_switches_every_vector_and_the_model(backend: Backend) -> None:
+    result = reembed_store(backend.settings(), HashEmbedder(32), batch_size=3)
     assert (result.memories, result.embedded, result.resumed) == (7, 7, 0)
     assert (result.old_model, result.new_model, result.dimension) == ("hash-64", "hash-32", 32)
-    vectors = _store_vectors(db)
+    vectors = _vectors(backend, 32)
     want = embed_texts(HashEmbedder(32), TEXTS)
     for text, vec in zip(TEXTS, want, strict=True):
         np.testing.assert_allclose(vectors[text], vec, atol=1e-6)  # all of the new model
     with pytest.raises(EmbeddingMismatch, match="memlane reembed --model hash-64"):
-        MemoryEngine.open(settings=_settings(home), embedder=HashEmbedder(64))
-    with MemoryEngine.open(settings=_settings(home), embedder=HashEmbedder(32)) as engine:
-        hits = engine.search("green tea afternoon", owner="alice", mode="vector", limit=1)
-        assert hits[0].memory.content == TEXTS[1]  # the index was rebuilt with the new vectors
-        assert engine.add("Gina speaks Portuguese", owner="bob").decision.value == "added"
-    with sqlite3.connect(db) as conn:  # nothing of the staging is left
-        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
-        meta = dict(conn.execute("SELECT key, value FROM meta").fetchall())
+        backend.open_store(HashEmbedder(64))
+    engine = backend.engine(embedder=HashEmbedder(32))
+    hits = engine.search("green tea afternoon", owner="alice", mode="vector", limit=1)
+    assert hits[0].memory.content == TEXTS[1]  # the index was rebuilt with the new vectors
+    assert engine.add("Gina speaks Portuguese", owner="bob").decision.value == "added"
+    backend.close_all()
+    tables, meta = _leftovers(backend)  # nothing of the staging is left
     assert "reembed_staging" not in tables and "reembed.target" not in meta
+    if backend.name == "postgres":  # the HNSW index is back, on the new column type
+        import psycopg
+
+        with psycopg.connect(backend.dsn) as conn:
+            names = {r[0] for r in conn.execute("SELECT indexname FROM pg_indexes")}
+            typ = conn.execute(
+                "SELECT format_type(atttypid, atttypmod) FROM pg_attribute "
+                "WHERE attrelid = 'memories'::regclass AND attname = 'embedding'"
+            ).fetchone()
+        assert "memories_embedding_hnsw" in names and typ == ("vector(32)",)
 
 
-def test_an_interrupted_run_resumes_and_the_store_keeps_its_model(home: Path) -> None:
-    db = _settings(home).db_path
+def test_an_interrupted_run_resumes_and_the_store_keeps_its_model(backend: Backend) -> None:
+    settings = backend.settings()
     with pytest.raises(EmbeddingError, match="model crashed"):
-        reembed(db, FailingEmbedder(fail_at=3), batch_size=2)  # 2 batches staged, then a crash
-    before = _store_vectors(db)
+        reembed_store(settings, FailingEmbedder(fail_at=3), batch_size=2)  # 2 batches, a crash
     # the store is untouched: its model, its vectors, its search
-    with MemoryEngine.open(settings=_settings(home), embedder=HashEmbedder(64)) as engine:
-        assert (
-            engine.search("cello quartet", owner="bob", mode="vector")[0].memory.content == TEXTS[4]
-        )
-        engine.add("Hank bakes sourdough bread", owner="bob")  # written between the two runs
+    before = _vectors(backend, 64)
+    engine = backend.engine(embedder=HashEmbedder(64))
+    assert engine.search("cello quartet", owner="bob", mode="vector")[0].memory.content == TEXTS[4]
+    engine.add("Hank bakes sourdough bread", owner="bob")  # written between the two runs
+    backend.close_all()
     assert all(v.shape == (64,) for v in before.values())
     seen: list[tuple[int, int]] = []
-    result = reembed(db, HashEmbedder(32), batch_size=2, progress=lambda d, t: seen.append((d, t)))
+    result = reembed_store(
+        settings, HashEmbedder(32), batch_size=2, progress=lambda d, t: seen.append((d, t))
+    )
     assert result.resumed == 4 and result.embedded == 4  # 3 left + the one written meanwhile
     assert seen[0] == (4, 8) and seen[-1] == (8, 8)
-    vectors = _store_vectors(db)
+    vectors = _vectors(backend, 32)
     assert len(vectors) == 8 and all(v.shape == (32,) for v in vectors.values())
 
 
-def test_a_new_target_restarts_the_staging(home: Path) -> None:
-    db = _settings(home).db_path
+def test_a_new_target_restarts_the_staging(backend: Backend) -> None:
     with pytest.raises(EmbeddingError):
-        reembed(db, FailingEmbedder(fail_at=2), batch_size=3)  # hash-32 staged partly
-    result = reembed(db, HashEmbedder(48), batch_size=3)
+        reembed_store(backend.settings(), FailingEmbedder(fail_at=2), batch_size=3)
+    result = reembed_store(backend.settings(), HashEmbedder(48), batch_size=3)
     assert result.resumed == 0 and result.embedded == 7 and result.dimension == 48
 
 

@@ -37,9 +37,10 @@ def reembed_command(
 ) -> None:
     """Re-embed every memory of the store with another model, then switch the store to it.
 
-    Batches are staged in the store file (an interrupted run resumes where it stopped); the
-    switch of all vectors and of the recorded model is one transaction, and the search indexes
-    are rebuilt at the next open. Stop other processes that write to the store first. Afterwards
+    Batches are staged in the store (SQLite file or PostgreSQL database; an interrupted run
+    resumes where it stopped); the switch of all vectors and of the recorded model is one
+    transaction, and the search indexes are rebuilt (SQLite: at the next open; PostgreSQL: the
+    HNSW index, inside the switch). Stop other processes that write to the store first. Afterwards
     set [embedding] model (and provider) in memlane.toml to the new model.
 
     Example:  memlane reembed --model multilingual-e5-small
@@ -50,12 +51,10 @@ def reembed_command(
     from memlane.config import EmbeddingSettings, Settings
     from memlane.embeddings import embedder_from_settings
     from memlane.errors import ConfigError
-    from memlane.reembed import reembed
+    from memlane.store import reembed_store
 
     with handle_errors():
         settings = Settings.load(home)
-        if settings.store.backend != "sqlite":
-            raise ConfigError("store.backend", settings.store.backend, "reembed supports 'sqlite'")
         emb = settings.embedding.model_dump()
         emb.update(model=model, provider=provider or emb["provider"])
         try:
@@ -70,13 +69,7 @@ def reembed_command(
             def advance(done: int, total: int) -> None:
                 bar.update(task, completed=done, total=total)
 
-            result = reembed(
-                settings.db_path,
-                embedder,
-                batch_size=batch_size,
-                busy_timeout_ms=settings.store.busy_timeout_ms,
-                progress=advance,
-            )
+            result = reembed_store(settings, embedder, batch_size=batch_size, progress=advance)
     if as_json:
         print_json(
             {

@@ -1,8 +1,16 @@
 """Storage backends behind the :class:`MemoryStore` protocol."""
 
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
 from memlane.store.base import MemoryStore, NewMemory, ScoredId
 
-__all__ = ["MemoryStore", "NewMemory", "ScoredId", "open_store"]
+if TYPE_CHECKING:
+    from memlane.reembed import ReembedResult
+
+__all__ = ["MemoryStore", "NewMemory", "ScoredId", "open_store", "reembed_store"]
 
 
 def open_store(settings: object, embedder: object) -> MemoryStore:
@@ -22,14 +30,7 @@ def open_store(settings: object, embedder: object) -> MemoryStore:
         try:
             from memlane.store.postgres import PostgresStore
         except ImportError as exc:
-            from memlane.errors import ConfigError
-
-            raise ConfigError(
-                "store.backend",
-                "postgres",
-                f"needs the postgres extra ({exc.name} is missing): "
-                "pip install 'memlane[postgres]'",
-            ) from None
+            raise _no_postgres_extra(exc) from None
         return PostgresStore.open(
             cfg.dsn,
             model=embedder.name,
@@ -49,4 +50,58 @@ def open_store(settings: object, embedder: object) -> MemoryStore:
         model=embedder.name,
         dimension=embedder.dimension,
         busy_timeout_ms=cfg.busy_timeout_ms,
+    )
+
+
+def reembed_store(
+    settings: object,
+    embedder: object,
+    *,
+    batch_size: int = 256,
+    progress: Callable[[int, int], None] | None = None,
+) -> ReembedResult:
+    """Re-embed every memory of the store ``settings`` name with ``embedder`` and switch its
+    recorded model (:mod:`memlane.reembed` for SQLite, :mod:`memlane.store.postgres.reembed`
+    for PostgreSQL); a :class:`memlane.reembed.ReembedResult`.
+
+    Raises:
+        ConfigError: ``postgres`` without the ``postgres`` extra installed.
+        EmbeddingError, InvalidArgument, StoreError: as the backend's re-embedding.
+    """
+    from memlane.config import Settings
+    from memlane.embeddings.base import Embedder
+    from memlane.reembed import ReembedResult, reembed
+
+    assert isinstance(settings, Settings) and isinstance(embedder, Embedder)
+    cfg = settings.store
+    if cfg.backend == "postgres":
+        try:
+            from memlane.store.postgres.reembed import reembed_postgres
+        except ImportError as exc:
+            raise _no_postgres_extra(exc) from None
+        assert cfg.dsn is not None
+        total, embedded, resumed, old = reembed_postgres(
+            cfg.dsn,
+            embedder,
+            batch_size=batch_size,
+            busy_timeout_ms=cfg.busy_timeout_ms,
+            progress=progress,
+        )
+        return ReembedResult(total, embedded, resumed, old, embedder.name, embedder.dimension)
+    return reembed(
+        settings.db_path,
+        embedder,
+        batch_size=batch_size,
+        busy_timeout_ms=cfg.busy_timeout_ms,
+        progress=progress,
+    )
+
+
+def _no_postgres_extra(exc: ImportError) -> Exception:
+    from memlane.errors import ConfigError
+
+    return ConfigError(
+        "store.backend",
+        "postgres",
+        f"needs the postgres extra ({exc.name} is missing): pip install 'memlane[postgres]'",
     )

@@ -203,8 +203,8 @@ class PostgresStore(ReadsMixin, LinksMixin, MaintenanceMixin, SessionsMixin, Acc
             raise EmbeddingMismatch(
                 f"{self.where} was built with embedding model {meta['embedding.model']!r} "
                 f"({meta['embedding.dimension']} dims) but is being opened with {self.model!r} "
-                f"({self.dimension} dims). Open it with the same [embedding] settings, or use "
-                "another database (and re-import)."
+                f"({self.dimension} dims). Open it with the same [embedding] settings, or switch "
+                f"it to the new model with `memlane reembed --model {self.model}`."
             )
         self._store_uuid = meta["store.uuid"]
 
