@@ -29,6 +29,8 @@ preload_engine()
 from usearch.index import Index  # noqa: E402
 
 Vector = NDArray[np.float32]
+#: Floats in one step's similarity matrix of :meth:`OwnerIndex.exact_many` (128 MB).
+EXACT_BUDGET = 2**25
 
 
 class OwnerIndex:
@@ -115,11 +117,13 @@ class OwnerIndex:
     ) -> tuple[NDArray[np.uint64], NDArray[np.float32], NDArray[np.int64]]:
         """:meth:`search_many` by brute force: each row of ``vectors`` against every stored
         vector, streamed ``chunk`` keys at a time (memory: ``len(vectors) * chunk`` floats, not
-        the whole index). Shapes as :meth:`search_many`. ``floor``: only neighbours with a
-        cosine at or above it count (a row may then get fewer than ``k``; much faster than a
-        top-k over every column when few pass)."""
+        the whole index; with many rows, fewer keys a step, so that a step's similarity matrix
+        stays under :data:`EXACT_BUDGET` floats). Shapes as :meth:`search_many`. ``floor``: only
+        neighbours with a cosine at or above it count (a row may then get fewer than ``k``;
+        much faster than a top-k over every column when few pass)."""
         keys_all = self.keys()
         m, k = len(vectors), min(k, len(keys_all))
+        chunk = max(256, min(chunk, EXACT_BUDGET // max(m, 1)))
         if m == 0 or k <= 0:
             empty = np.zeros((m, 0))
             return empty.astype(np.uint64), empty.astype(np.float32), np.zeros(m, np.int64)
