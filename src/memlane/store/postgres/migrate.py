@@ -18,7 +18,8 @@ and change numbers).
   kept in ``meta`` beside the markers, so an interrupted copy still ends with them). Inserting
   into a live HNSW graph costs a graph search per row; pgvector builds the graph from the whole
   table many times faster, in memory when ``maintenance_work_mem`` holds it (``index_memory``).
-  Then ``ANALYZE``, so that the planner sees the table's real size before the first query.
+  Then ``VACUUM (ANALYZE)`` of every table copied: the planner sees the real sizes before the
+  first query, and the rows' visibility is settled before they are read.
 - **Verification** at the end: per table, the number of rows on both sides; for memories and
   history, a SHA-256 over ``(id, content_hash, content)`` of every row, in id order, on both
   sides. A mismatch is a :class:`~memlane.errors.StoreError` naming the table.
@@ -338,7 +339,12 @@ def copy(
                     f"SELECT setval(pg_get_serial_sequence('{name}', 'id'), "
                     f"coalesce((SELECT max(id) FROM {name}), 0) + 1, false)"
                 )
-            conn.execute("ANALYZE")
+            # VACUUM too, not only ANALYZE: after a bulk insert the first readers would set
+            # every row's hint bits and autovacuum would scan the whole table under the first
+            # queries (measured at 1,000,000 memories: inject p95 74 ms while it ran)
+            for table in TABLES:
+                if table.name in out.rows:
+                    conn.execute(f"VACUUM (ANALYZE) {table.name}")
         verify(src, target, out)
     except psycopg.Error as exc:
         raise translate(exc, "migrate", describe(target)) from exc
