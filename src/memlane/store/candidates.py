@@ -172,7 +172,8 @@ def candidate_pairs(
     # The lost ones (measured at 100,000 memories: 1.5% of them, and the pairs a second run
     # found that the first had missed were among theirs): searched again LOST_WIDER times wider,
     # then the few still lost by brute force, all of them in one pass over the stored vectors
-    # (that pass costs the same for 1 query or thousands: its time is reading the vectors)
+    # (one pass in all, not one per block of queries: each pass copies every vector out of the
+    # index)
     lost_all = np.concatenate(lost_keys)
     still: list[NDArray[np.uint64]] = []
     k_lost = SATURATED * neighbours + 1
