@@ -35,9 +35,10 @@ from memlane.embeddings.base import Embedder, embed_texts
 from memlane.errors import EmbeddingError, InvalidArgument, StoreError
 
 _STAGING = "reembed_staging"
-_PENDING = (
+#: Memories not staged yet, or replaced since they were staged (both backends' SQL).
+PENDING = (
     "SELECT m.id, m.content, m.content_hash FROM memories m LEFT JOIN reembed_staging s "
-    "ON s.id = m.id WHERE s.id IS NULL OR s.content_hash != m.content_hash ORDER BY m.num"
+    "ON s.id = m.id WHERE s.id IS NULL OR s.content_hash <> m.content_hash ORDER BY m.num"
 )
 
 
@@ -116,12 +117,12 @@ def _run(
         conn.execute("ROLLBACK")
         raise
     total = int(conn.execute("SELECT count(*) FROM memories").fetchone()[0])
-    resumed = total - len(conn.execute(_PENDING).fetchall())
+    resumed = total - len(conn.execute(PENDING).fetchall())
     embedded = 0
     if progress:
         progress(resumed, total)
     while True:
-        rows = conn.execute(f"{_PENDING} LIMIT ?", (batch_size,)).fetchall()
+        rows = conn.execute(f"{PENDING} LIMIT ?", (batch_size,)).fetchall()
         if not rows:
             break
         vectors = embed_texts(embedder, [r[1] for r in rows], batch_size)
@@ -137,7 +138,7 @@ def _run(
             progress(min(total, resumed + embedded), total)
     conn.execute("BEGIN IMMEDIATE")
     try:
-        late = conn.execute(_PENDING).fetchall()  # written or replaced since the last batch
+        late = conn.execute(PENDING).fetchall()  # written or replaced since the last batch
         if late:
             _stage(conn, late, embed_texts(embedder, [r[1] for r in late], batch_size))
             embedded += len(late)
@@ -164,9 +165,14 @@ def _run(
     return ReembedResult(total, embedded, resumed, old_model, embedder.name, embedder.dimension)
 
 
-def _stage(conn: sqlite3.Connection, rows: list[tuple[str, str, str]], vectors: np.ndarray) -> None:
-    if vectors.shape != (len(rows), vectors.shape[1]):
+def check_batch(rows: list[tuple[str, str, str]], vectors: np.ndarray) -> None:
+    """One vector per row, or :class:`EmbeddingError` (nothing of the batch is staged)."""
+    if vectors.ndim != 2 or len(vectors) != len(rows):
         raise EmbeddingError(f"expected {len(rows)} vectors, got shape {vectors.shape}")
+
+
+def _stage(conn: sqlite3.Connection, rows: list[tuple[str, str, str]], vectors: np.ndarray) -> None:
+    check_batch(rows, vectors)
     conn.executemany(
         f"INSERT OR REPLACE INTO {_STAGING} (id, content_hash, embedding) VALUES (?, ?, ?)",
         [

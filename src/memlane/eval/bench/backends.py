@@ -18,8 +18,7 @@ the source's own (its ``memlane.toml``). A million memories through the write pa
 ~90 minutes on PostgreSQL here, and ~30 more to embed with the model.
 
 PostgreSQL: the database of ``--dsn`` (it must be empty), else a packaged server started in a
-temporary folder for the run (``memlane postgres``'s, with ``shared_buffers`` a quarter of the
-machine's memory) and stopped after. Its report also holds
+temporary folder for the run (``memlane postgres``'s) and stopped after. Its report also holds
 ``EXPLAIN ANALYZE`` of the hot queries and the HNSW ``ef_search`` trade-off (recall@10 of the
 vector leg against an exact scan, and its latency).
 """
@@ -150,23 +149,13 @@ def _store_home(
         from memlane.store.postgres import server
 
         data = root / "pgdata"
-        info = server.start(data, settings=(f"shared_buffers={_shared_buffers_mb()}MB",))
+        info = server.start(data)
         stack.callback(server.stop, data)
         dsn = info.dsn
     (home / "memlane.toml").write_text(
         f'{settings}\n[store]\nbackend = "postgres"\ndsn = "{dsn}"\n', encoding="utf-8"
     )
     return home
-
-
-def _shared_buffers_mb() -> int:
-    """The bench server's ``shared_buffers``: a quarter of the machine's memory, at most 8 GB
-    (PostgreSQL's own starting advice for a dedicated server; its default, 128 MB, holds ~1% of
-    a million memories' table and HNSW graph, so every search would read through the kernel)."""
-    import os
-
-    total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    return max(128, min(8192, total // 4 // 2**20))
 
 
 def _source_rows(source: Path) -> int:

@@ -25,15 +25,12 @@ import numpy as np
 import psycopg
 
 from memlane.embeddings.base import Embedder, embed_texts
-from memlane.errors import EmbeddingError, StoreError
+from memlane.errors import StoreError
+from memlane.reembed import PENDING, check_batch
 from memlane.store.postgres.connect import configure
 from memlane.store.postgres.errors import describe, translate
 
 _STAGING = "reembed_staging"
-_PENDING = (
-    "SELECT m.id, m.content, m.content_hash FROM memories m LEFT JOIN reembed_staging s "
-    "ON s.id = m.id WHERE s.id IS NULL OR s.content_hash <> m.content_hash ORDER BY m.num"
-)
 _HNSW = "memories_embedding_hnsw"
 
 
@@ -86,11 +83,11 @@ def _run(
                 (target,),
             )
     total = _count(conn, "SELECT count(*) FROM memories")
-    resumed = total - _count(conn, f"SELECT count(*) FROM ({_PENDING}) p")
+    resumed = total - _count(conn, f"SELECT count(*) FROM ({PENDING}) p")
     embedded = 0
     if progress:
         progress(resumed, total)
-    while rows := conn.execute(f"{_PENDING} LIMIT %s", (batch_size,)).fetchall():
+    while rows := conn.execute(f"{PENDING} LIMIT %s", (batch_size,)).fetchall():
         vectors = embed_texts(embedder, [r[1] for r in rows], batch_size)
         with conn.transaction():
             _stage(conn, rows, vectors)
@@ -99,7 +96,7 @@ def _run(
             progress(min(total, resumed + embedded), total)
     with conn.transaction():
         conn.execute("LOCK TABLE memories IN EXCLUSIVE MODE")  # writers wait; readers go on
-        late = conn.execute(_PENDING).fetchall()  # written or replaced since the last batch
+        late = conn.execute(PENDING).fetchall()  # written or replaced since the last batch
         if late:
             _stage(conn, late, embed_texts(embedder, [r[1] for r in late], batch_size))
             embedded += len(late)
@@ -135,8 +132,7 @@ def _count(conn: psycopg.Connection[Any], sql: str) -> int:
 
 
 def _stage(conn: psycopg.Connection[Any], rows: list[Any], vectors: np.ndarray) -> None:
-    if vectors.shape != (len(rows), vectors.shape[1]):
-        raise EmbeddingError(f"expected {len(rows)} vectors, got shape {vectors.shape}")
+    check_batch(rows, vectors)
     with conn.cursor() as cur:
         cur.executemany(
             f"INSERT INTO {_STAGING} (id, content_hash, embedding) VALUES (%s, %s, %s) "
