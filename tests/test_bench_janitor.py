@@ -39,6 +39,10 @@ def test_bench_janitor_without_a_model(tmp_path: Path) -> None:
     assert r["merged"] > 0 and r["absorbed"] >= r["merged"]  # type: ignore[operator]
     assert r["llm_calls"] == 0 and r["llm_calls_if_configured"] >= r["merged"]  # type: ignore[operator]
     assert r["peak_rss_mb"] > 10 and r["seconds"] > 0  # type: ignore[operator]
+    phases = r["phase_seconds"]  # where the time went, within the run's own time
+    assert isinstance(phases, dict) and list(phases) == ["candidates", "clusters", "merges"]
+    # each figure rounded to the millisecond: the sum may pass the run's by a few
+    assert 0 < sum(phases.values()) <= r["seconds"] + 0.005  # type: ignore[operator]
     second = r["second_run"]
     assert isinstance(second, dict) and second["merged"] == 0
 

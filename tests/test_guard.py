@@ -15,11 +15,13 @@ from memlane.dedup.guard import (
     TRIVIAL_WORDS,
     GuardResult,
     GuardVerdict,
+    TextAnalyses,
     compare,
     content_words,
     may_pass,
     negated,
     numbers,
+    swapped_numbers,
 )
 
 PAWS_DEV = Path(__file__).parents[1] / ".." / "shared" / "data" / "paws" / "paws_dev.tsv"
@@ -275,3 +277,40 @@ def test_may_pass_never_refuses_a_pair_the_guard_passes() -> None:
     refused = sum(not may_pass(a, b) for a, b in pairs)
     assert refused > len(pairs) // 2  # and it does skip most pairs of look-alike templates
     assert not may_pass("Anton Patel loves Brazilian food", "Jonas Abbott loves Brazilian food")
+
+
+NUMBER_PAIRS = [
+    ("Ana was born on May 3", "Ana was born on May 4"),
+    ("the flight costs 3.5 million", "the flight costs 35 million"),
+    ("she ran twenty five miles", "she ran 25 miles on Sunday"),  # the same number, more words
+    ("Bob moved in 2019 and left in 2021", "Bob moved in 2021 and left in 2019"),
+    ("Bob moved in 2019", "Bob did not move in 2020"),  # negation is found first
+    ("he owns 2 cats", "he owns 2 cats and 3 dogs"),  # a number added: extends may pass
+]
+
+
+def test_swapped_numbers_never_refuses_a_pair_the_guard_passes() -> None:
+    """The janitor refuses pairs by swapped_numbers() before compare() (the template
+    look-alikes of a large cluster): it must be a necessary condition of failing."""
+    pairs = _bench_pairs() + NUMBER_PAIRS + [(b, a) for a, b in NUMBER_PAIRS] + COMPOUNDS
+    swapped = [(a, b) for a, b in pairs if swapped_numbers(a, b)]
+    assert len(swapped) > 100  # the bench's look-alikes with another number, and the cases above
+    assert not [(a, b) for a, b in swapped if compare(a, b).verdict in PASSING]
+    assert swapped_numbers("Ana was born on May 3", "Ana was born on May 4")
+    assert not swapped_numbers("he owns 2 cats", "he owns 2 cats and 3 dogs")
+    assert not swapped_numbers("she ran twenty five miles", "she ran 25 miles on Sunday")
+
+
+def test_text_analyses_give_the_shared_caches_verdicts() -> None:
+    """A caller's own TextAnalyses (the janitor's large clusters) changes no verdict or reason;
+    a bounded one never holds more texts than its limit."""
+    pairs = _bench_pairs()[:1500] + COMPOUNDS + NUMBER_PAIRS
+    own, small = TextAnalyses(), TextAnalyses(limit=8)
+    for a, b in pairs:
+        expected = compare(a, b)
+        assert compare(a, b, own) == expected
+        assert compare(a, b, small) == expected
+        assert may_pass(a, b, own) == may_pass(a, b)
+    texts = {t for pair in pairs for t in pair}
+    assert len(own._analysis) == len(texts)  # each text analysed once, kept
+    assert 0 < len(small._analysis) <= 8 and 0 < len(small._tokens) <= 8

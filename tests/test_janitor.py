@@ -130,6 +130,24 @@ def test_a_near_identical_cluster_is_merged_with_its_provenance(engine: MemoryEn
     assert b.id not in {h.memory.id for h in hits}
 
 
+def test_a_chain_of_look_alikes_over_the_size_limit_is_split_where_the_guard_passes(
+    engine: MemoryEngine,
+) -> None:
+    """42 texts one number apart chain into one cluster over MAX_CLUSTER (32): it is not merged
+    blindly; the parts its passing pairs connect (the two copies written twice) are."""
+    from memlane.dedup.janitor import MAX_CLUSTER
+
+    ages = [f"Carol Smith turned {n} in Lisbon last spring" for n in range(20, 60)]
+    planted = plant(engine, [*ages, ages[5] + ".", ages[30] + "!"])
+    report = engine.janitor()
+    assert len(planted) > MAX_CLUSTER and report.clusters == 1
+    assert (report.merged, report.absorbed, report.skipped) == (2, 2, {})
+    merged = sorted(sorted(m.content for m in p.members) for p in report.plans)
+    assert merged == [sorted([ages[5], ages[5] + "."]), sorted([ages[30], ages[30] + "!"])]
+    assert engine.count() == 40  # every other look-alike kept, none lost
+    assert engine.janitor().merged == 0
+
+
 def test_guard_failures_are_never_merged_without_an_llm(engine: MemoryEngine) -> None:
     plant(engine, [AGE_35, AGE_36, "Quaid gave Melina a ring", "Melina gave Quaid a ring"])
     report = engine.janitor()
@@ -209,6 +227,7 @@ def test_cli_janitor_dry_run_then_run(cli_home: Path) -> None:
     data = json.loads(runner.invoke(app, ["janitor", "--json", "--home", str(cli_home)]).stdout)
     assert data["merged"] == 1 and data["skipped_by_guard"] == 1 and data["dry_run"] is False
     assert data["candidate_pairs_per_memory"] <= 30 and data["seconds"] >= 0
+    assert set(data["phase_seconds"]) == {"candidates", "clusters", "merges"}
     again = json.loads(runner.invoke(app, ["janitor", "--json", "--home", str(cli_home)]).stdout)
     assert again["merged"] == 0
 

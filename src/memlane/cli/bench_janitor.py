@@ -54,6 +54,10 @@ def janitor_cmd(
         json_out,
         [
             ("janitor seconds (in the run)", f"{result['seconds']:,.2f}"),
+            (
+                "  candidates / clusters / merges",
+                " / ".join(f"{s:,.1f}" for s in result["phase_seconds"].values()),
+            ),
             ("process seconds (start, index load)", f"{result['process_seconds']:,.2f}"),
             ("process CPU seconds (user + system)", f"{result['process_cpu_seconds']:,.2f}"),
             (

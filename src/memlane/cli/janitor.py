@@ -72,12 +72,16 @@ def janitor(
                 ("merged" if not dry_run else "would merge", _merged(report, dry_run)),
                 ("skipped", skipped),
                 ("LLM calls", f"{report.llm_calls} ({report.llm_failures} failed)"),
-                ("seconds", f"{report.seconds:.2f}"),
+                ("seconds", f"{report.seconds:.2f} ({_phases(report.phase_seconds)})"),
             ]
         )
     )
     if dry_run:
         err.print("dry run: nothing was written")
+
+
+def _phases(seconds: dict[str, float]) -> str:
+    return ", ".join(f"{phase} {s:.2f}" for phase, s in seconds.items()) or "no owner"
 
 
 def _merged(report: Any, dry_run: bool) -> str:

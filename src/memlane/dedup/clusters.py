@@ -4,18 +4,24 @@ near-identical guard lets merge without a model."""
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import lru_cache
 from itertools import combinations
 from typing import TypeVar
 
-from memlane._text import canonical
-from memlane.dedup.guard import GuardVerdict, compare, compound_variant, may_pass
+from memlane.dedup.guard import (
+    GuardVerdict,
+    TextAnalyses,
+    compare,
+    compound_variant,
+    may_pass,
+    squashed,
+    swapped_numbers,
+)
 from memlane.store.base import CandidatePair
 from memlane.types import Memory
 
-__all__ = ["GuardTable", "clusters_of", "judge", "passes"]
+__all__ = ["GuardTable", "clusters_of", "judge", "passes", "passing_pairs"]
 
 #: Guard verdicts under which two members may be merged without a model.
 _PASS = frozenset({GuardVerdict.SAME, GuardVerdict.EXTENDS, GuardVerdict.NARROWS})
@@ -63,25 +69,16 @@ def clusters_of(pairs: Sequence[CandidatePair]) -> list[tuple[list[str], float]]
     return out
 
 
-def _may_be_compound(a: str, b: str) -> bool:
-    """A cheap necessary condition of :func:`compound_variant`: the canonical texts are equal
-    once their spaces are removed (a compound written apart or joined keeps its letters)."""
-    return _squashed(a) == _squashed(b)
-
-
-@lru_cache(maxsize=4096)  # one text is compared with each member of its cluster
-def _squashed(text: str) -> str:
-    return "".join(canonical(text).split())
-
-
-def judge(a: str, b: str) -> tuple[GuardVerdict | None, str]:
+def judge(a: str, b: str, memo: TextAnalyses | None = None) -> tuple[GuardVerdict | None, str]:
     """The near-identical guard on two texts, for merging without a model: the passing verdict
     (same, extends or narrows; a compound variant counts as same) or ``(None, why)``. The cheap
-    :func:`~memlane.dedup.guard.may_pass` is asked before :func:`compare`."""
-    compound = _may_be_compound(a, b)
-    if not compound and not may_pass(a, b):
+    :func:`~memlane.dedup.guard.may_pass` is asked before :func:`compare`; a compound variant
+    needs equal :func:`~memlane.dedup.guard.squashed` forms (a compound written apart or joined
+    keeps its letters). ``memo``: see :class:`~memlane.dedup.guard.TextAnalyses`."""
+    compound = squashed(a, memo) == squashed(b, memo)
+    if not compound and not may_pass(a, b, memo):
         return None, "content words differ"
-    result = compare(a, b)
+    result = compare(a, b, memo)
     if result.verdict in _PASS:
         return result.verdict, ""
     if compound and compound_variant(a, b):
@@ -89,9 +86,24 @@ def judge(a: str, b: str) -> tuple[GuardVerdict | None, str]:
     return None, result.reason
 
 
-def passes(a: str, b: str) -> bool:
+def passes(a: str, b: str, memo: TextAnalyses | None = None) -> bool:
     """Two texts may be merged without a model (the near-identical guard, either order)."""
-    return judge(a, b)[0] is not None
+    return judge(a, b, memo)[0] is not None
+
+
+def passing_pairs(pairs: Sequence[CandidatePair], texts: Mapping[str, str]) -> list[CandidatePair]:
+    """The ``pairs`` whose texts (``texts[id]``) pass the near-identical guard (:func:`passes`),
+    in their order, each text analysed once for the call (:class:`~memlane.dedup.guard.
+    TextAnalyses`: the pairs of a large cluster span more texts than the shared caches hold).
+    Pairs of texts whose numbers were swapped for others (template look-alikes: "born on May 3"
+    and "born on May 4"), most of those that reach the full comparison, are refused first by
+    :func:`~memlane.dedup.guard.swapped_numbers`."""
+    memo = TextAnalyses()
+    return [
+        p
+        for p in pairs
+        if not swapped_numbers(a := texts[p.a], b := texts[p.b], memo) and passes(a, b, memo)
+    ]
 
 
 #: The verdict of ``compare(b, a)`` given that of ``compare(a, b)``.

@@ -53,24 +53,28 @@ in order, inside the longer one's ("turned on the light" does not extend to "tur
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from functools import lru_cache
+from typing import TypeVar
 
 from memlane._text import canonical
 from memlane.dedup.numbers import NUMBER_WORDS, NumberReader, Token
-from memlane.dedup.words import POSSESSIVE, join_compounds, stem, tokens
+from memlane.dedup.words import POSSESSIVE, compound_forms, join_compounds, stem, tokens
 
 __all__ = [
     "TRIVIAL_WORDS",
     "GuardResult",
     "GuardVerdict",
+    "TextAnalyses",
     "compare",
     "compound_variant",
     "content_words",
+    "may_pass",
     "negated",
     "numbers",
+    "squashed",
+    "swapped_numbers",
 ]
 
 # --- word lists -------------------------------------------------------------------------------
@@ -214,33 +218,77 @@ def negated(text: str) -> bool:
     return _analyse(text).negated
 
 
-def _compound_analyses(existing: str, new: str) -> tuple[_Analysis, _Analysis]:
+def _compound_analyses(existing: str, new: str, memo: TextAnalyses) -> tuple[_Analysis, _Analysis]:
     """:func:`_analyse` of both texts after joining each one's compounds that the other writes as
     one word."""
-    old, cur = _tokens(existing), _tokens(new)
-    joined_old = join_compounds(old, cur, _KEEP_APART)
-    joined_cur = join_compounds(cur, old, _KEEP_APART)
+    old, cur = memo.tokens(existing), memo.tokens(new)
+    joined_old = join_compounds(old, cur, _KEEP_APART, memo.forms(new))
+    joined_cur = join_compounds(cur, old, _KEEP_APART, memo.forms(existing))
     # most pairs join nothing: their analyses are those of the texts alone (cached)
     return (
-        _analyse_text(existing) if len(joined_old) == len(old) else _analyse(joined_old),
-        _analyse_text(new) if len(joined_cur) == len(cur) else _analyse(joined_cur),
+        memo.analysis(existing) if len(joined_old) == len(old) else _analyse(joined_old),
+        memo.analysis(new) if len(joined_cur) == len(cur) else _analyse(joined_cur),
     )
 
 
-@lru_cache(maxsize=4096)
-def _tokens(text: str) -> tuple[Token, ...]:
-    """:func:`tokens` of ``text``, cached: the janitor compares one text with many others."""
-    return tuple(tokens(text))
+_V = TypeVar("_V")
 
 
-@lru_cache(maxsize=4096)
-def _analyse_text(text: str) -> _Analysis:
-    return _analyse(_tokens(text))
+class TextAnalyses:
+    """What the guard works out about each text on its own (its tokens, :func:`_analyse`, its
+    content-word set, :func:`~memlane.dedup.words.compound_forms`, its squashed form), kept per
+    text while this object lives; ``limit``: at most that many texts a table (then it starts
+    again empty: a bounded cache without an LRU's bookkeeping).
+
+    :func:`compare`, :func:`may_pass` and :func:`squashed` share one of 4,096 texts by default:
+    one text is compared with the few others of a write or a small cluster. A caller comparing
+    many pairs among more texts than that (the janitor's clusters of look-alikes: up to 25,000
+    texts at 1,000,000 memories, where nearly every pair missed the shared tables) makes its own
+    unbounded one and passes it: each text is analysed once, at a few KB a text.
+    """
+
+    __slots__ = ("_analysis", "_content", "_forms", "_squashed", "_tokens", "limit")
+
+    def __init__(self, limit: int | None = None) -> None:
+        self.limit = limit
+        self._tokens: dict[str, tuple[Token, ...]] = {}
+        self._analysis: dict[str, _Analysis] = {}
+        self._content: dict[str, frozenset[str]] = {}
+        self._forms: dict[str, tuple[frozenset[str], frozenset[str]]] = {}
+        self._squashed: dict[str, str] = {}
+
+    def _get(self, table: dict[str, _V], text: str, make: Callable[[str], _V]) -> _V:
+        got = table.get(text)
+        if got is None:
+            if self.limit is not None and len(table) >= self.limit:
+                table.clear()
+            got = table[text] = make(text)
+        return got
+
+    def tokens(self, text: str) -> tuple[Token, ...]:
+        return self._get(self._tokens, text, lambda t: tuple(tokens(t)))
+
+    def analysis(self, text: str) -> _Analysis:
+        return self._get(self._analysis, text, lambda t: _analyse(self.tokens(t)))
+
+    def content(self, text: str) -> frozenset[str]:
+        return self._get(self._content, text, lambda t: frozenset(self.analysis(t).content))
+
+    def forms(self, text: str) -> tuple[frozenset[str], frozenset[str]]:
+        return self._get(self._forms, text, lambda t: compound_forms(self.tokens(t)))
+
+    def squashed(self, text: str) -> str:
+        return self._get(self._squashed, text, lambda t: "".join(canonical(t).split()))
 
 
-@lru_cache(maxsize=4096)
-def _content_set(text: str) -> frozenset[str]:
-    return frozenset(_analyse_text(text).content)
+_SHARED = TextAnalyses(limit=4096)
+
+
+def squashed(text: str, memo: TextAnalyses | None = None) -> str:
+    """``text``'s :func:`memlane._text.canonical` form with its spaces removed: equal for two
+    texts that differ only in how a compound is written apart or joined (a necessary condition
+    of :func:`compound_variant`)."""
+    return (memo or _SHARED).squashed(text)
 
 
 def _covered(words: frozenset[str], other: frozenset[str]) -> bool:
@@ -249,14 +297,26 @@ def _covered(words: frozenset[str], other: frozenset[str]) -> bool:
     return all(any(w in x or x in w for x in other) for w in words - other)
 
 
-def may_pass(existing: str, new: str) -> bool:
+def may_pass(existing: str, new: str, memo: TextAnalyses | None = None) -> bool:
     """A cheap necessary condition of :func:`compare` giving ``same``, ``extends`` or
     ``narrows``: those need one text's content words (after compound joining) to be among the
     other's, so a pair where each text has a content word the other cannot cover fails. False
-    means the guard refuses the pair; True means compare() must decide. Cached per text: the
-    janitor compares one text with many (about 2 µs a pair against 76 µs for compare())."""
-    a, b = _content_set(existing), _content_set(new)
+    means the guard refuses the pair; True means compare() must decide. Cached per text
+    (``memo``: see :class:`TextAnalyses`): the janitor compares one text with many (about 2 µs
+    a pair against 76 µs for compare())."""
+    m = memo or _SHARED
+    a, b = m.content(existing), m.content(new)
     return _covered(a, b) or _covered(b, a)
+
+
+def swapped_numbers(existing: str, new: str, memo: TextAnalyses | None = None) -> bool:
+    """True when the texts hold as many numbers as each other, not the same ones in the same
+    order: :func:`compare` then never passes (``numbers_differ``, or a negation found first),
+    since ``extends``/``narrows`` with other numbers need one list inside the longer other.
+    Cheap once each text is analysed (compound joining never touches a number)."""
+    m = memo or _SHARED
+    a, b = m.analysis(existing).numbers, m.analysis(new).numbers
+    return len(a) == len(b) and a != b
 
 
 def compound_variant(existing: str, new: str) -> bool:
@@ -361,8 +421,9 @@ def _grows(short: _Analysis, long: _Analysis, added: Sequence[str] | None) -> bo
     )
 
 
-def compare(existing: str, new: str) -> GuardResult:
-    """Compare a stored text with a new one; returns a :class:`GuardResult`.
+def compare(existing: str, new: str, memo: TextAnalyses | None = None) -> GuardResult:
+    """Compare a stored text with a new one; returns a :class:`GuardResult`. ``memo``: where
+    each text's own analysis is kept (:class:`TextAnalyses`; default: shared caches).
 
     Checks, in this order (the first that applies wins):
 
@@ -383,7 +444,7 @@ def compare(existing: str, new: str) -> GuardResult:
     Before the checks, compounds are joined across the two texts (module docstring), so
     ``compare("Bob founded a start-up", "bob founded a startup.")`` is ``same``.
     """
-    old, cur = _compound_analyses(existing, new)
+    old, cur = _compound_analyses(existing, new, memo or _SHARED)
     if old.negated != cur.negated:
         where = "new" if cur.negated else "existing"
         return GuardResult(GuardVerdict.NEGATION_DIFFERS, f"negation in the {where} text only")

@@ -46,7 +46,7 @@ from typing import Any, Literal
 
 from memlane._text import content_hash
 from memlane.config import DedupSettings
-from memlane.dedup.clusters import GuardTable, clusters_of, passes
+from memlane.dedup.clusters import GuardTable, clusters_of, passing_pairs
 from memlane.embeddings.cache import Embeddings
 from memlane.history import is_injection_text
 from memlane.llm import LLM, Merger
@@ -106,7 +106,9 @@ class JanitorReport:
     """The figures of one run (``seconds``: wall time; ``candidate_pairs``: pairs scored, never
     all; ``pairs``: those at or above ``gray_low``; ``merged``: clusters merged (``planned``:
     those a dry run would merge); ``absorbed``:
-    memories superseded by a merge)."""
+    memories superseded by a merge; ``phase_seconds``: wall time of ``candidates`` (the pairs),
+    ``clusters`` (union-find, reading the members, splitting large clusters) and ``merges``
+    (planning, the model's calls, the transactions), summed over the owners)."""
 
     dry_run: bool
     owners: list[str] = field(default_factory=list)
@@ -122,7 +124,14 @@ class JanitorReport:
     llm_calls: int = 0
     llm_failures: int = 0
     seconds: float = 0.0
+    phase_seconds: dict[str, float] = field(default_factory=dict)
     plans: list[ClusterPlan] = field(default_factory=list)
+
+    def time(self, phase: str, since: float) -> float:
+        """Add the seconds since ``since`` (``time.perf_counter()``) to ``phase``; returns now."""
+        now = time.perf_counter()
+        self.phase_seconds[phase] = self.phase_seconds.get(phase, 0.0) + now - since
+        return now
 
     @property
     def skipped_by_guard(self) -> int:
@@ -146,6 +155,7 @@ class JanitorReport:
             "llm_calls": self.llm_calls,
             "llm_failures": self.llm_failures,
             "seconds": round(self.seconds, 3),
+            "phase_seconds": {k: round(v, 3) for k, v in self.phase_seconds.items()},
             "plans": [p.to_dict() for p in self.plans],
         }
 
@@ -182,6 +192,7 @@ class Janitor:
         self, owner: str, report: JanitorReport, dry_run: bool, progress: Progress | None
     ) -> None:
         tick = None if progress is None else (lambda d, t: progress(f"pairs of {owner}", d, t))
+        started = time.perf_counter()
         found = self.store.candidate_pairs(
             owner,
             neighbours=NEIGHBOURS,
@@ -194,6 +205,7 @@ class Janitor:
         report.pairs += len(found.pairs)
         for source, n in found.by_source.items():
             report.by_source[source] = report.by_source.get(source, 0) + n
+        started = report.time("candidates", started)
         groups = clusters_of(found.pairs)
         report.clusters += len(groups)
         rows = self.store.get_many(owner, [i for g, _ in groups for i in g])
@@ -215,6 +227,7 @@ class Janitor:
                     report.plans.append(plan)
                 else:
                     units.append((part, sim))
+        started = report.time("clusters", started)
         why_kept = "kept apart by the LLM in an earlier run (the same members)"
         for n, (members, sim) in enumerate(units, 1):
             if _fingerprint(members) in kept:  # the model kept these apart in a past run
@@ -243,6 +256,7 @@ class Janitor:
                 report.plans.append(plan)
             if progress is not None:
                 progress(f"clusters of {owner}", n, len(units))
+        report.time("merges", started)
 
     # ------------------------------------------------------------------ the model's "keep"
     def _kept_before(self, owner: str) -> set[str]:
@@ -449,9 +463,10 @@ def _split_large(
         n = where.get(p.a)
         if n is not None and p.a in rows and p.b in rows:
             edges[n].append(p)
+    texts = {i: rows[i].content for i in where if i in rows}
     out = []
     for (_, sim), inside in zip(large, edges, strict=True):
-        passing = [p for p in inside if passes(rows[p.a].content, rows[p.b].content)]
+        passing = passing_pairs(inside, texts)
         parts = [sorted((rows[i] for i in ids), key=_age) for ids, _ in clusters_of(passing)]
         out.append((parts, sim))
     return out

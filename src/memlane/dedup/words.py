@@ -16,7 +16,7 @@ from functools import lru_cache
 from memlane._text import normalise
 from memlane.dedup.numbers import NUMERAL, Num, Token
 
-__all__ = ["POSSESSIVE", "expand", "join_compounds", "stem", "tokens"]
+__all__ = ["POSSESSIVE", "compound_forms", "expand", "join_compounds", "stem", "tokens"]
 
 #: The ``'s`` clitic (possessive, or is/has), kept as a marker so that it counts as a linking word.
 POSSESSIVE = "'s"
@@ -124,8 +124,19 @@ def stem(word: str) -> str:
     return word
 
 
+def compound_forms(other: Sequence[Token]) -> tuple[frozenset[str], frozenset[str]]:
+    """What :func:`join_compounds` looks for in a text ``other``: the forms of its words (each
+    word and its :func:`stem`) and every proper prefix of those forms. A function of ``other``
+    alone, so a caller comparing one text with many computes it once."""
+    targets = frozenset(form for w in other if isinstance(w, str) for form in (w, stem(w)))
+    return targets, frozenset(t[:k] for t in targets for k in range(1, len(t)))
+
+
 def join_compounds(
-    words: Sequence[Token], other: Sequence[Token], keep_apart: Collection[str]
+    words: Sequence[Token],
+    other: Sequence[Token],
+    keep_apart: Collection[str],
+    forms: tuple[frozenset[str], frozenset[str]] | None = None,
 ) -> list[Token]:
     """``words`` with each run of 2 to 4 adjacent words that the ``other`` text writes as one word
     merged into that word: "start up" or "start-up" (tokenised alike) -> ``startup`` when
@@ -137,11 +148,11 @@ def join_compounds(
     articles, negations and number words, so "a part" never becomes "apart", "not ice" never
     "notice"); the longest run wins, left to right. Without a dictionary a spaced compound can only
     be recognised against a text that writes it joined, which is what the guard compares.
+    ``forms``: :func:`compound_forms` of ``other``, when the caller has it.
     """
-    targets = {form for w in other if isinstance(w, str) for form in (w, stem(w))}
     # A joined run is longer than its first word and starts with it: a word that is no proper
     # prefix of a target starts no run (most words of most texts; this skips their runs).
-    heads = {t[:k] for t in targets for k in range(1, len(t))}
+    targets, heads = compound_forms(other) if forms is None else forms
     out: list[Token] = []
     i = 0
     while i < len(words):

@@ -143,6 +143,7 @@ def run_janitor(
         "planted": built["planted"],
         "build_seconds": round(built["build_seconds"], 2),
         "seconds": first["seconds"],
+        "phase_seconds": first["phase_seconds"],
         "process_seconds": round(wall, 2),
         "process_cpu_seconds": round(cpu, 2),
         "load_average_1min": round(os.getloadavg()[0], 2),
