@@ -238,14 +238,11 @@ class TextAnalyses:
     """What the guard works out about each text on its own (its tokens, :func:`_analyse`, its
     content-word set, :func:`~memlane.dedup.words.compound_forms`, its squashed form), kept per
     text while this object lives; ``limit``: at most that many texts a table (then it starts
-    again empty: a bounded cache without an LRU's bookkeeping).
-
-    :func:`compare`, :func:`may_pass` and :func:`squashed` share one of 4,096 texts by default:
-    one text is compared with the few others of a write or a small cluster. A caller comparing
-    many pairs among more texts than that (the janitor's clusters of look-alikes: up to 25,000
-    texts at 1,000,000 memories, where nearly every pair missed the shared tables) makes its own
-    unbounded one and passes it: each text is analysed once, at a few KB a text.
-    """
+    again empty: a bounded cache without an LRU's bookkeeping). :func:`compare`, :func:`may_pass`
+    and :func:`squashed` share one of 4,096 texts by default (a write compares a few texts). A
+    caller comparing many pairs among more texts (the janitor's look-alike clusters: up to 25,000
+    texts at 1,000,000 memories, where nearly every pair missed the shared tables) passes its own
+    unbounded one: each text is analysed once, at a few KB a text."""
 
     __slots__ = ("_analysis", "_content", "_forms", "_squashed", "_tokens", "limit")
 
