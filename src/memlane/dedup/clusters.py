@@ -16,7 +16,6 @@ from memlane.dedup.guard import (
     compound_variant,
     may_pass,
     squashed,
-    swapped_numbers,
 )
 from memlane.store.base import CandidatePair
 from memlane.types import Memory
@@ -94,16 +93,9 @@ def passes(a: str, b: str, memo: TextAnalyses | None = None) -> bool:
 def passing_pairs(pairs: Sequence[CandidatePair], texts: Mapping[str, str]) -> list[CandidatePair]:
     """The ``pairs`` whose texts (``texts[id]``) pass the near-identical guard (:func:`passes`),
     in their order, each text analysed once for the call (:class:`~memlane.dedup.guard.
-    TextAnalyses`: the pairs of a large cluster span more texts than the shared caches hold).
-    Pairs of texts whose numbers were swapped for others (template look-alikes: "born on May 3"
-    and "born on May 4"), most of those that reach the full comparison, are refused first by
-    :func:`~memlane.dedup.guard.swapped_numbers`."""
+    TextAnalyses`: the pairs of a large cluster span more texts than the shared caches hold)."""
     memo = TextAnalyses()
-    return [
-        p
-        for p in pairs
-        if not swapped_numbers(a := texts[p.a], b := texts[p.b], memo) and passes(a, b, memo)
-    ]
+    return [p for p in pairs if passes(texts[p.a], texts[p.b], memo)]
 
 
 #: The verdict of ``compare(b, a)`` given that of ``compare(a, b)``.
