@@ -62,12 +62,40 @@ def test_confirm_and_reverse_a_rejection(make_engine: MakeEngine) -> None:
     restored = engine.get(reversed_.restored.id)
     assert restored.content == SAME and restored.type is kept.type
     assert restored.metadata["restored_from_dedup_log"] == row.id
-    (link,) = engine.associations(restored.id)
-    assert link.relation is Relation.RELATED_TO and kept.id in (link.source_id, link.target_id)
+    links = engine.associations(restored.id)
+    assert {a.relation for a in links} == {Relation.RELATED_TO, Relation.KEPT_APART}
+    assert all(kept.id in (a.source_id, a.target_id) for a in links)
     assert engine.count() == 2 and engine.review_pending() == []
     assert engine.dedup_log()[0].review_status is ReviewStatus.REVERSED
     with pytest.raises(InvalidArgument, match="reversed already"):
         engine.review(row.id, "reverse")
+
+
+def test_reversing_a_replacement_restores_the_older_text(make_engine: MakeEngine) -> None:
+    engine = make_engine(embedder=scripted())
+    first = engine.add(BASE).memory
+    assert engine.add(LONGER).decision is Decision.REPLACED  # the memory now holds LONGER
+    (row,) = engine.review_pending()
+    outcome = engine.review(row.id, "reverse")
+    assert outcome.action == "reversed" and outcome.restored is not None
+    assert "the older text" in outcome.message
+    assert engine.get(first.id).content == LONGER  # the newer wording stays where it was
+    restored = engine.get(outcome.restored.id)
+    assert restored.content == BASE and restored.id != first.id
+    links = {
+        (a.relation, frozenset((a.source_id, a.target_id)))
+        for a in engine.associations(restored.id)
+    }
+    assert (Relation.KEPT_APART, frozenset((first.id, restored.id))) in links
+    # never undone: the janitor does not merge the two again, dry run or not
+    plan = engine.janitor(dry_run=True)
+    assert plan.planned == 0 and plan.skipped.get("review") == 1
+    engine.janitor()
+    assert sorted(m.content for m in engine.list()) == sorted([BASE, LONGER])
+    # nor a later write of either text: each lands on its own memory
+    assert engine.add(BASE).memory.id == restored.id
+    assert engine.add(LONGER).memory.id == first.id
+    assert engine.count() == 2
 
 
 def test_reversing_when_the_text_is_live_reports_and_writes_nothing(
@@ -75,13 +103,44 @@ def test_reversing_when_the_text_is_live_reports_and_writes_nothing(
 ) -> None:
     engine = make_engine(embedder=scripted())
     first = engine.add(BASE).memory
-    assert engine.add(LONGER).decision is Decision.REPLACED  # the memory now holds LONGER
+    assert engine.add(SAME).decision is Decision.AUTO_REJECT
     (row,) = engine.review_pending()
+    engine.update(first.id, SAME)  # someone gave the memory that very text meanwhile
     before = (engine.count(), [e.to_dict() for e in engine.dedup_log()])
     outcome = engine.review(row.id, "reverse")
     assert outcome.action == "conflict" and outcome.conflict_id == first.id
     assert "nothing written" in outcome.message and outcome.restored is None
     assert (engine.count(), [e.to_dict() for e in engine.dedup_log()]) == before
+
+
+def test_a_confirmed_keep_is_never_merged_by_the_janitor(make_engine: MakeEngine) -> None:
+    emb = scripted()
+    twin = "Alice prefers the dark mode in her editor"  # the guard's "same" as BASE
+    emb.place(twin, like=BASE, cos=0.9)  # gray zone: kept apart by the write path
+    engine = make_engine(embedder=emb)
+    engine.add(BASE)
+    assert engine.add(twin).decision is Decision.GRAY_KEEP
+    assert engine.janitor(dry_run=True).planned == 1  # unreviewed: the janitor would merge
+    (row,) = engine.review_pending()
+    engine.review(row.id, "confirm")
+    plan = engine.janitor(dry_run=True)
+    assert plan.planned == 0 and plan.skipped.get("review") == 1
+    engine.janitor()
+    assert engine.count() == 2
+    with pytest.raises(InvalidArgument, match="confirmed already: nothing changed"):
+        engine.review(row.id, "confirm")
+
+
+def test_a_reversed_janitor_merge_stays_split(engine: MemoryEngine) -> None:
+    plant(engine, [CAT, CAT_3])
+    engine.janitor()
+    rows = {r.new_text: r for r in engine.review_pending()}
+    engine.review(rows[CAT].id, "reverse")
+    assert {m.content for m in engine.list()} == {CAT, CAT_3}
+    plan = engine.janitor(dry_run=True)
+    assert plan.planned == 0 and plan.skipped.get("review") == 1
+    assert engine.janitor().merged == 0
+    assert {m.content for m in engine.list()} == {CAT, CAT_3}
 
 
 def test_confirm_and_the_errors(make_engine: MakeEngine) -> None:
@@ -174,7 +233,13 @@ def test_cli_review(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     rows = {r["new_text"]: r["id"] for r in json.loads(run("--json"))}
     done = json.loads(run("reverse", str(rows[CAT]), "--json"))
     assert done[0]["action"] == "reversed" and done[0]["restored"]["content"] == CAT
+    # the survivor holds CAT_3's text: nothing to restore, and the exit code says so
+    live = runner.invoke(app, ["review", "reverse", str(rows[CAT_3]), "--home", home])
+    assert live.exit_code == 1 and "nothing written" in live.stderr
+    assert "conflict" in live.stdout
     assert "confirmed" in run("confirm", str(rows[CAT_3]))
     assert json.loads(run("--json")) == []
+    again = runner.invoke(app, ["review", "confirm", str(rows[CAT_3]), "--home", home])
+    assert again.exit_code == InvalidArgument.exit_code and "nothing changed" in again.stderr
     missing = runner.invoke(app, ["review", "confirm", "999", "--home", home])
     assert missing.exit_code == NotFound.exit_code and "no dedup-log entry 999" in missing.stderr

@@ -49,8 +49,8 @@ def test_review_routes(client: TestClient) -> None:
     exact = next(
         r for r in client.get("/v1/dedup-log").json()["items"] if r["decision"] == "hash_exact"
     )
-    conflict = client.post(f"/v1/dedup-log/{exact['id']}/reverse").json()
-    assert conflict["action"] == "conflict" and conflict["restored"] is None
+    same_text = client.post(f"/v1/dedup-log/{exact['id']}/reverse")  # nothing to restore
+    assert same_text.status_code == 422 and "hash_exact" in same_text.json()["detail"]
     assert len(client.get("/v1/memories").json()["items"]) == 2
     assert client.get("/v1/dedup-log/unreviewed").json() == []
     no_llm = client.post("/v1/dedup-log/review-llm")

@@ -58,6 +58,9 @@ class Relation(StrEnum):
     CAUSED_BY = "caused_by"
     RESULT_OF = "result_of"
     PART_OF = "part_of"
+    #: A review decided these two stay apart (a reversed merge or rejection, a confirmed keep):
+    #: the janitor never merges them (:func:`memlane.dedup.review.kept_apart`).
+    KEPT_APART = "kept_apart"
 
 
 class Decision(StrEnum):
@@ -274,7 +277,9 @@ class Injection(_ToDict):
     ``block`` is the text to insert before the user message (``None`` when nothing is injected);
     ``skipped`` counts candidates left out, by reason (``trivial``, ``disabled``,
     ``already_injected``, ``duplicate_in_batch``, ``semantic_duplicate``, ``same_session``,
-    ``budget``); ``elapsed_ms`` is wall time in milliseconds.
+    ``budget``, ``superseded``: the older of a changed value whose newer one was shown); of two
+    memories that differ only in a value, ``block`` shows the newer with the older's value and
+    dates (docs/injection.md, step 5); ``elapsed_ms`` is wall time in milliseconds.
     """
 
     session: str

@@ -117,7 +117,12 @@ def reverse(
     home: HomeOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Reverse a decision: the offered text becomes a memory again (unless a live memory already
-    holds the same text, which is reported; nothing is written then)."""
+    """Reverse a decision: the text it took out of the store becomes a memory again (of a
+    `replaced` decision the older text; a merge splits back), kept apart from the memory it was
+    matched with for good. Exits 1 when a live memory already holds that text (nothing written)."""
     with engine_for(home) as engine:
-        _print_outcomes([engine.review(entry_id, "reverse", owner=owner)], as_json)
+        outcome = engine.review(entry_id, "reverse", owner=owner)
+    _print_outcomes([outcome], as_json)
+    if outcome.action == "conflict":  # nothing changed: a script must be able to tell
+        err.print(f"error: entry {entry_id} not reversed: {outcome.message}", highlight=False)
+        raise typer.Exit(1)

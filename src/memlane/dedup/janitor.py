@@ -47,6 +47,7 @@ from typing import Any, Literal
 from memlane._text import content_hash
 from memlane.config import DedupSettings
 from memlane.dedup.clusters import GuardTable, clusters_of, passing_pairs
+from memlane.dedup.review import kept_apart
 from memlane.embeddings.cache import Embeddings
 from memlane.history import is_injection_text
 from memlane.llm import LLM, Merger
@@ -73,7 +74,8 @@ class ClusterPlan:
     """What the janitor decided for one cluster. ``members``: oldest first; ``action``:
     ``merge`` (``survivor`` takes ``text``, ``absorbed`` are superseded) or ``skip``;
     ``via``: ``llm`` or ``guard``; ``outcome``: ``merged``, ``planned`` (dry run), or why it
-    was skipped (``guard``, ``llm_keep``, ``too_large``, ``changed``)."""
+    was skipped (``guard``, ``llm_keep``, ``review``: a pair or cluster a review kept apart,
+    ``too_large``, ``changed``)."""
 
     owner: str
     members: list[Memory]
@@ -207,6 +209,12 @@ class Janitor:
             report.by_source[source] = report.by_source.get(source, 0) + n
         started = report.time("candidates", started)
         groups = clusters_of(found.pairs)
+        # pairs a review kept apart link no cluster; a cluster still joining them is skipped
+        if apart := kept_apart(self.store, owner, [i for g, _ in groups for i in g]):
+            pairs = [p for p in found.pairs if frozenset((p.a, p.b)) not in apart]
+            dropped = len(found.pairs) - len(pairs)
+            report.skipped["review"] = report.skipped.get("review", 0) + dropped
+            groups = clusters_of(pairs)
         report.clusters += len(groups)
         rows = self.store.get_many(owner, [i for g, _ in groups for i in g])
         kept: set[str] = (
@@ -230,7 +238,11 @@ class Janitor:
         started = report.time("clusters", started)
         why_kept = "kept apart by the LLM in an earlier run (the same members)"
         for n, (members, sim) in enumerate(units, 1):
-            if _fingerprint(members) in kept:  # the model kept these apart in a past run
+            ids = {m.id for m in members}
+            if any(pair <= ids for pair in apart):
+                why = "a review kept two of its members apart"
+                plans = [ClusterPlan(owner, members, sim, "skip", "review", reason=why)]
+            elif _fingerprint(members) in kept:  # the model kept these apart in a past run
                 plans = [
                     ClusterPlan(owner, members, sim, "skip", "llm_keep", "llm", reason=why_kept)
                 ]

@@ -22,16 +22,25 @@ looks at it:
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from memlane._text import content_hash
 from memlane.dedup.write import MemoryInput, WritePath
 from memlane.errors import ConfigError, InvalidArgument, NotFound
 from memlane.store.base import MemoryStore
-from memlane.types import Decision, DedupLogEntry, Memory, MemoryType, Relation, ReviewStatus
+from memlane.types import (
+    ChangeReason,
+    Decision,
+    DedupLogEntry,
+    Memory,
+    MemoryType,
+    Relation,
+    ReviewStatus,
+)
 
-__all__ = ["EMBEDDING_DECISIONS", "ReviewOutcome", "Reviewer"]
+__all__ = ["EMBEDDING_DECISIONS", "ReviewOutcome", "Reviewer", "kept_apart"]
 
 #: Rejections decided without a model: what ``review --llm`` asks the model about.
 EMBEDDING_DECISIONS = frozenset(
@@ -92,18 +101,41 @@ class Reviewer:
                     self.store.set_review_status(owner, r.id, ReviewStatus.CONFIRMED)
 
     def confirm(self, owner: str, entry_id: int) -> ReviewOutcome:
-        """The decision stands. Raises :class:`NotFound`."""
-        self._entry(owner, entry_id)
+        """The decision stands. Of a decision that kept two memories apart (``gray_keep``,
+        ``guard_keep``, ``*_keep``), the two are linked ``kept_apart``: the janitor never merges
+        them afterwards.
+
+        Raises:
+            NotFound: no such row for ``owner``.
+            InvalidArgument: the row was confirmed or reversed already (nothing would change).
+        """
+        entry = self._entry(owner, entry_id)
+        if entry.review_status is not ReviewStatus.UNREVIEWED:
+            raise InvalidArgument(
+                f"dedup-log entry {entry_id} was {entry.review_status.value} already: "
+                "nothing changed"
+            )
+        matched = self.store.get(owner, entry.existing_id) if entry.existing_id else None
+        twin = None
+        if matched is not None and not entry.decision.duplicate:
+            twin = self.store.find_by_hash(owner, matched.agent, content_hash(entry.new_text))
         with self.store.transaction():
+            if matched is not None and twin is not None and twin.id != matched.id:
+                self.store.add_association(owner, twin.id, matched.id, Relation.KEPT_APART, 1.0)
             entry = self.store.set_review_status(owner, entry_id, ReviewStatus.CONFIRMED)
         return ReviewOutcome("confirmed", entry, f"entry {entry_id} confirmed")
 
     def reverse(self, owner: str, entry_id: int, reasoning: str | None = None) -> ReviewOutcome:
-        """Restore the offered text of row ``entry_id`` as a memory (see the module doc).
+        """Undo row ``entry_id``'s decision (see the module doc): the text it took out of the
+        store becomes a memory of its own again, linked to the memory it was matched with
+        (``related_to`` and ``kept_apart``, so no later janitor run merges them again). Of a
+        ``replaced`` row that is the older text (the memory holds the newer one); of an
+        ``llm_merge`` both: the memory gets its own text back and the offered one is restored.
 
         Raises:
             NotFound: no such row for ``owner``.
-            InvalidArgument: the row was reversed already, or its decision stored the text.
+            InvalidArgument: the row was reversed already, its decision stored the text, or it
+                is a ``hash_exact`` row (the offered text is the memory's own).
         """
         entry = self._entry(owner, entry_id)
         if entry.review_status is ReviewStatus.REVERSED:
@@ -114,12 +146,22 @@ class Reviewer:
                 "a memory of its own: nothing to restore (to undo it, `memlane forget` that "
                 "memory, or confirm the entry)"
             )
+        if entry.decision is Decision.HASH_EXACT:
+            raise InvalidArgument(
+                f"dedup-log entry {entry_id} (hash_exact): the offered text is the kept memory's "
+                "own text, nothing to restore"
+            )
         matched = self.store.get(owner, entry.existing_id) if entry.existing_id else None
         agent = matched.agent if matched else None
         mtype = matched.type if matched else MemoryType.FACT
+        replaced = entry.decision is Decision.REPLACED
+        text = entry.existing_text if replaced and entry.existing_text else entry.new_text
+        # an LLM merge rewrote the matched memory: it gets its own text back
+        own = entry.existing_text if entry.decision is Decision.LLM_MERGE else None
+        own = own if matched is not None and own and own != matched.content else None
         draft = self.writer.validate(
             MemoryInput(
-                entry.new_text,
+                text,
                 mtype,
                 owner,
                 agent,
@@ -129,35 +171,39 @@ class Reviewer:
         )
         live = self.store.find_by_hash(owner, agent, draft.content_hash)
         if live is not None:
-            return ReviewOutcome(
-                "conflict",
-                entry,
-                f"a live memory ({live.id}) already holds this text: nothing written",
-                conflict_id=live.id,
-                reasoning=reasoning,
-            )
-        vector = self.writer.embeddings.embed([draft.content])[0]
+            return self._conflict(entry, live.id, reasoning)
+        texts = [draft.content] + ([own] if own else [])
+        vectors = self.writer.embeddings.embed(texts)
         with self.store.transaction():
             if (twin := self.store.find_by_hash(owner, agent, draft.content_hash)) is not None:
-                return ReviewOutcome(  # written by another process meanwhile
-                    "conflict",
-                    entry,
-                    f"a live memory ({twin.id}) already holds this text: nothing written",
-                    conflict_id=twin.id,
-                    reasoning=reasoning,
-                )
-            restored = self.store.insert(draft, vector)
+                return self._conflict(entry, twin.id, reasoning)  # written by another process
+            restored = self.store.insert(draft, vectors[0])
             if matched is not None:
+                if own is not None:
+                    self.store.replace_content(
+                        owner, matched.id, own, content_hash(own), vectors[1], ChangeReason.UPDATE
+                    )
                 weight = min(max(float(entry.similarity or 0.0), 0.0), 1.0)
-                self.store.add_association(
-                    owner, restored.id, matched.id, Relation.RELATED_TO, weight
-                )
+                for relation in (Relation.RELATED_TO, Relation.KEPT_APART):
+                    self.store.add_association(owner, restored.id, matched.id, relation, weight)
             entry = self.store.set_review_status(owner, entry_id, ReviewStatus.REVERSED)
+        what = "the older text" if replaced else "the text"
         return ReviewOutcome(
             "reversed",
             entry,
-            f"entry {entry_id} reversed: the text is memory {restored.id} again",
+            f"entry {entry_id} reversed: {what} is memory {restored.id} again",
             restored=restored,
+            reasoning=reasoning,
+        )
+
+    @staticmethod
+    def _conflict(entry: DedupLogEntry, live_id: str, reasoning: str | None) -> ReviewOutcome:
+        return ReviewOutcome(
+            "conflict",
+            entry,
+            f"a live memory ({live_id}) already holds this text: nothing written (the entry "
+            "stays unreviewed; `memlane show` that memory, or confirm the entry)",
+            conflict_id=live_id,
             reasoning=reasoning,
         )
 
@@ -199,3 +245,17 @@ class Reviewer:
             else:
                 out.append(self.reverse(owner, row.id, why))
         return out
+
+
+def kept_apart(store: MemoryStore, owner: str, ids: Sequence[str]) -> set[frozenset[str]]:
+    """The pairs among ``ids`` that a review kept apart (``kept_apart`` links: a reversed
+    merge or rejection, a confirmed keep), each as a two-id frozenset. One read of the links of
+    ``ids`` (the janitor's clustered memories)."""
+    if not ids:
+        return set()
+    wanted = set(ids)
+    return {
+        frozenset((a.source_id, a.target_id))
+        for a in store.neighbours(owner, list(wanted))
+        if a.relation is Relation.KEPT_APART and a.source_id in wanted and a.target_id in wanted
+    }

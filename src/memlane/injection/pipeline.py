@@ -28,13 +28,12 @@ from __future__ import annotations
 import logging
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
-
-import numpy as np
+from collections.abc import Callable, Mapping, Sequence
 
 from memlane.config import InjectionSettings
 from memlane.errors import InvalidArgument
 from memlane.history import INJECTION_BLOCK_PREFIX, is_injection_text
+from memlane.injection.agree import NearPairs
 from memlane.injection.sessions import check_session, injected_within
 from memlane.injection.trivial import is_trivial
 from memlane.retrieval import Retriever, query_terms
@@ -64,15 +63,22 @@ def build_query(text: str, recent: Sequence[str] | None, cfg: InjectionSettings)
     return "\n".join(parts)
 
 
-def format_block(pinned: Sequence[Memory], contextual: Sequence[Memory]) -> str | None:
-    """The injection block text, or ``None`` when both lists are empty."""
+def format_block(
+    pinned: Sequence[Memory],
+    contextual: Sequence[Memory],
+    notes: Mapping[str, str] | None = None,
+) -> str | None:
+    """The injection block text, or ``None`` when both lists are empty. ``notes``: memory id ->
+    what its line adds (an update's earlier value and dates,
+    :func:`memlane.injection.agree.update_note`)."""
     if not pinned and not contextual:
         return None
+    notes = notes or {}
     lines = [INJECTION_BLOCK_PREFIX]
     for header, memories in ((PINNED_HEADER, pinned), (CONTEXTUAL_HEADER, contextual)):
         if memories:
             lines.append(header)
-            lines.extend(_line(m) for m in memories)
+            lines.extend(_line(m, notes.get(m.id)) for m in memories)
     return "\n".join(lines)
 
 
@@ -83,9 +89,14 @@ def _check_max_chars(max_chars: object) -> None:
         raise InvalidArgument(f"max_chars must be a positive integer, got {max_chars!r}")
 
 
-def _line(memory: Memory) -> str:
-    """One memory's line in the block: ``[type] content`` with its whitespace folded."""
-    return f"[{memory.type.value}] {' '.join(memory.content.split())}"
+def _line(memory: Memory, note: str | None = None) -> str:
+    """One memory's line in the block: ``[type] content`` with its whitespace folded; with a
+    ``note``: ``[fact] Priya is 35 years old (since 2026-11-25; before: 34, as of ...).``"""
+    text = " ".join(memory.content.split())
+    if note:
+        bare = text.rstrip(".")
+        text = f"{bare} {note}{'.' if bare != text else ''}"
+    return f"[{memory.type.value}] {text}"
 
 
 class Injector:
@@ -156,7 +167,7 @@ class Injector:
         turn = _Turn(owner, session, started, skipped)
         if not (cfg.enabled and cfg.ambient_enabled and cfg.pinned_types and cfg.pinned_limit):
             skipped["ambient_off"] += 1
-            return self._finish(turn, store.session(owner, session).turn, [], [], None, False)
+            return self._finish(turn, store.session(owner, session).turn, _Chosen(), None, False)
         sort = PinnedSort(cfg.pinned_sort)
         pool = [
             (m, m.importance)
@@ -166,8 +177,8 @@ class Injector:
             state = store.begin_turn(owner, session, cfg.context_window_depth)
             window = set(injected_within(state, state.turn, cfg.context_window_depth))
             same_session = store.session_memory_ids(owner, session, state.last_reset_at)
-            pinned, _ = self._select(owner, cfg, pool, [], window, same_session, skipped, max_chars)
-            result = self._finish(turn, state.turn, pinned, [], None, True)
+            chosen = self._select(owner, cfg, pool, [], window, same_session, skipped, max_chars)
+            result = self._finish(turn, state.turn, chosen, None, True)
         self._log(result)
         return result
 
@@ -199,13 +210,13 @@ class Injector:
 
         if not cfg.enabled:
             skipped["disabled"] += 1
-            return self._finish(turn, store.session(owner, session).turn, [], [], None, False)
+            return self._finish(turn, store.session(owner, session).turn, _Chosen(), None, False)
 
         if is_trivial(text, cfg.min_chars):
             skipped["trivial"] += 1
             with store.transaction():
                 number = store.begin_turn(owner, session, cfg.context_window_depth).turn
-                return self._finish(turn, number, [], [], text, True)
+                return self._finish(turn, number, _Chosen(), text, True)
 
         # How many more search hits to take so that `search_limit` remain after step 4 (an
         # estimate from the state before the search; step 4 uses the state at selection time).
@@ -235,10 +246,10 @@ class Injector:
             state = store.begin_turn(owner, session, cfg.context_window_depth)
             window = set(injected_within(state, state.turn, cfg.context_window_depth))
             same_session = store.session_memory_ids(owner, session, state.last_reset_at)
-            pinned, contextual = self._select(
+            chosen = self._select(
                 owner, cfg, pinned_pool, contextual_pool, window, same_session, skipped, max_chars
             )
-            return self._finish(turn, state.turn, pinned, contextual, query, True)
+            return self._finish(turn, state.turn, chosen, query, True)
 
     def _select(
         self,
@@ -250,25 +261,29 @@ class Injector:
         same_session: set[str],
         skipped: Counter[str],
         max_chars: int | None = None,
-    ) -> tuple[list[tuple[Memory, float]], list[tuple[Memory, float]]]:
-        """Steps 4-6: what of the pools is injected (pinned, contextual), counting what is
-        left out in ``skipped``; with ``max_chars`` the block :func:`format_block` makes of
-        them is at most that long."""
-        # Step 5: dedup. Vectors of the window and the candidates, for the semantic buffer: one
-        # row a memory shown within the window or chosen for this block.
+    ) -> _Chosen:
+        """Steps 4-6: what of the pools is injected, counting what is left out in ``skipped``;
+        with ``max_chars`` the block :func:`format_block` makes of them is at most that long.
+
+        Step 5's semantic buffer asks the write path's guard about every pair above
+        ``semantic_threshold`` (:func:`memlane.injection.agree.relate`): only ``same`` pairs
+        are duplicates; of an ``update`` pair (a changed value, a negation) the newer is shown
+        with the older's value and date (``notes``) and the older is never shown alone
+        (``skipped["superseded"]`` when the newer was shown within the window or was learned
+        in this session); ``distinct`` pairs (swapped roles...) are both injectable."""
         candidate_ids = [m.id for m, _ in pinned_pool + contextual_pool]
         vectors = self.store.embeddings(owner, list(dict.fromkeys([*window, *candidate_ids])))
-        shown = [vectors[mid] for mid in window if mid in vectors]
-        buffer = np.stack(shown) if shown else None
-        chosen_ids: set[str] = set()
+        near = NearPairs(self.store, owner, cfg.semantic_threshold, vectors, window)
+        near.add_pool([m for m, _ in pinned_pool + contextual_pool])
+        chosen = _Chosen()
         chosen_hashes: set[str] = set()
-        chosen: dict[str, list[tuple[Memory, float]]] = {"pinned": [], "contextual": []}
         budget_chars = cfg.max_tokens * 4 if cfg.max_tokens else None
         used_chars = 0
         block_chars = len(INJECTION_BLOCK_PREFIX)  # the length format_block's text will have
         total = 0
         seen_contextual = 0
         for source, pool in (("pinned", pinned_pool), ("contextual", contextual_pool)):
+            section = chosen.pinned if source == "pinned" else chosen.contextual
             for memory, score in pool:
                 if source == "contextual" and seen_contextual >= cfg.search_limit:
                     break
@@ -280,55 +295,61 @@ class Injector:
                 if memory.id in window:
                     skipped["already_injected"] += 1
                     continue
-                if memory.id in chosen_ids or memory.content_hash in chosen_hashes:
+                if memory.id in chosen.ids or memory.content_hash in chosen_hashes:
                     skipped["duplicate_in_batch"] += 1
                     continue
-                vec = vectors.get(memory.id)
-                if (
-                    vec is not None
-                    and buffer is not None
-                    and float(np.max(buffer @ vec)) > cfg.semantic_threshold
-                ):
-                    skipped["semantic_duplicate"] += 1
+                verdict = near.judge(memory, same_session, chosen.ids)
+                if verdict.skip is not None:
+                    skipped[verdict.skip] += 1
+                    continue
+                shown = verdict.show or memory
+                if shown.id in chosen.ids:
+                    skipped["duplicate_in_batch"] += 1
                     continue
                 if total >= cfg.max_total:
                     skipped["budget"] += 1
                     continue
-                cost = len(memory.content) + len(memory.type.value) + 3
+                cost = len(shown.content) + len(shown.type.value) + 3 + len(verdict.note or "")
                 if budget_chars is not None and used_chars + cost > budget_chars:
                     skipped["budget"] += 1
                     continue
-                line = 1 + len(_line(memory))  # "\n" + the line
-                if not chosen[source]:  # "\n" + the section's header
+                line = 1 + len(_line(shown, verdict.note))  # "\n" + the line
+                if not section:  # "\n" + the section's header
                     line += 1 + len(PINNED_HEADER if source == "pinned" else CONTEXTUAL_HEADER)
                 if max_chars is not None and block_chars + line > max_chars:
                     skipped["budget"] += 1
                     continue
                 block_chars += line
-                chosen[source].append((memory, score))
-                chosen_ids.add(memory.id)
-                chosen_hashes.add(memory.content_hash)
-                if vec is not None:
-                    buffer = vec[np.newaxis] if buffer is None else np.vstack((buffer, vec))
+                section.append((shown, score))
+                chosen.ids.add(shown.id)
+                chosen_hashes.add(shown.content_hash)
+                near.shown(shown.id)
+                if verdict.note is not None and verdict.folded is not None:
+                    chosen.notes[shown.id] = verdict.note
+                    chosen.folded.append(verdict.folded.id)
+                    chosen.ids.add(verdict.folded.id)
+                    near.shown(verdict.folded.id)
                 used_chars += cost
                 total += 1
-        return chosen["pinned"], chosen["contextual"]
+        return chosen
 
     def _finish(
         self,
         turn: _Turn,
         number: int,
-        pinned: list[tuple[Memory, float]],
-        contextual: list[tuple[Memory, float]],
+        chosen: _Chosen,
         query: str | None,
         record: bool,
     ) -> Injection:
         items = tuple(
-            [InjectedItem(m, "pinned", round(s, 6)) for m, s in pinned]
-            + [InjectedItem(m, "contextual", round(s, 6)) for m, s in contextual]
+            [InjectedItem(m, "pinned", round(s, 6)) for m, s in chosen.pinned]
+            + [InjectedItem(m, "contextual", round(s, 6)) for m, s in chosen.contextual]
         )
-        block = format_block([m for m, _ in pinned], [m for m, _ in contextual])
-        ids = [item.memory.id for item in items]
+        block = format_block(
+            [m for m, _ in chosen.pinned], [m for m, _ in chosen.contextual], chosen.notes
+        )
+        # an update's older memory is in the block too (its note): the window knows it was shown
+        ids = [item.memory.id for item in items] + chosen.folded
         skipped = dict(turn.skipped)
         elapsed = (time.perf_counter() - turn.started) * 1000.0
         if record:
@@ -387,3 +408,18 @@ class _Turn:
         self.session = session
         self.started = started
         self.skipped = skipped
+
+
+class _Chosen:
+    """What :meth:`Injector._select` picked: the two sections as ``(memory, score)``, the
+    notes of update pairs (shown id -> note), the older memories those notes stand for
+    (``folded``), and every id in the block (``ids``)."""
+
+    __slots__ = ("contextual", "folded", "ids", "notes", "pinned")
+
+    def __init__(self) -> None:
+        self.pinned: list[tuple[Memory, float]] = []
+        self.contextual: list[tuple[Memory, float]] = []
+        self.notes: dict[str, str] = {}
+        self.folded: list[str] = []
+        self.ids: set[str] = set()

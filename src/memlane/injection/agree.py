@@ -1,0 +1,198 @@
+"""How two near memories relate, for injection: the write path's guard decides (step 5).
+
+The injection's near-duplicate filter used to drop any candidate whose cosine to a memory shown
+within the window exceeded ``semantic_threshold``. With the default model the cosine cannot tell
+"Alice currently works at Acme" from "Acme works at Alice", "Priya is 34" from "Priya is 35", or
+"Tom eats meat" from "Tom does not eat meat" (all above 0.85), while the write path keeps each of
+those pairs apart (its guard, :func:`memlane.dedup.guard.compare`). So above the threshold the
+guard decides here too (:func:`relate`):
+
+- ``same``: the guard's ``same``, ``extends`` or ``narrows``, or a paraphrase (``different``
+  words, no two shared words trading places around a third: :func:`_swapped`; "Alice works at
+  Acme" / "Alice is employed by Acme"): one of the two is enough, the other is a semantic
+  duplicate, as before;
+- ``update``: the same content words with only a number changed ("Priya is 34 years old." /
+  "Priya is 35 years old.") or only a negation added or dropped ("Tom eats meat on weekends." /
+  "Tom does not eat meat on weekends."): the newer is shown with what it replaced and both
+  dates (:func:`update_note`), never the older alone;
+- ``distinct``: anything else the guard refuses: swapped roles (``reordered``, or shared words
+  in another order), numbers added, dropped or changed with other words, a negation with other
+  words. Both may be injected: neither hides the other.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+
+from memlane.dedup.guard import GuardVerdict, compare, content_words, numbers
+from memlane.store.base import MemoryStore, Vector
+from memlane.types import Memory
+
+__all__ = ["Agreement", "NearPairs", "Verdict", "newer", "relate", "update_note"]
+
+Agreement = Literal["same", "update", "distinct"]
+
+#: Negation markers as :func:`memlane.dedup.guard.content_words` gives them (the guard's list).
+_NEGATIONS = frozenset(
+    {"not", "no", "never", "without", "none", "nobody", "nothing", "neither", "nor"}
+)
+
+_SAME = frozenset({GuardVerdict.SAME, GuardVerdict.EXTENDS, GuardVerdict.NARROWS})
+
+
+def _swapped(a: list[str], b: list[str]) -> bool:
+    """Two content words both texts have trade places around a third they share: ``x ... v
+    ... y`` in one, ``y ... v ... x`` in the other ("Alice works at Acme" / "Acme works at
+    Alice"). Moving a phrase to the front ("In every editor, Alice likes dark mode") moves
+    words past each other but not around a shared word that stays between them."""
+    pos_a = {w: i for i, w in reversed(list(enumerate(a)))}
+    pos_b = {w: i for i, w in reversed(list(enumerate(b)))}
+    shared = [w for w in pos_a if w in pos_b]
+    for x in shared:
+        for y in shared:
+            if not (pos_a[x] < pos_a[y] and pos_b[y] < pos_b[x]):
+                continue
+            for v in shared:
+                between_a = pos_a[x] < pos_a[v] < pos_a[y]
+                if between_a and pos_b[y] < pos_b[v] < pos_b[x]:
+                    return True
+    return False
+
+
+def relate(a: str, b: str) -> Agreement:
+    """How texts ``a`` and ``b`` (already near by cosine) relate: see the module docstring.
+    Symmetric in what it returns; about 0.1 ms a pair (the guard's comparison)."""
+    verdict = compare(a, b).verdict
+    if verdict in _SAME:
+        return "same"
+    words_a, words_b = content_words(a), content_words(b)
+    if verdict is GuardVerdict.NUMBERS_DIFFER:
+        same_shape = len(numbers(a)) == len(numbers(b))
+        return "update" if words_a == words_b and same_shape else "distinct"
+    if verdict is GuardVerdict.NEGATION_DIFFERS:
+        plain_a = [w for w in words_a if w not in _NEGATIONS]
+        plain_b = [w for w in words_b if w not in _NEGATIONS]
+        return "update" if plain_a == plain_b and numbers(a) == numbers(b) else "distinct"
+    if verdict is GuardVerdict.DIFFERENT and not _swapped(words_a, words_b):
+        return "same"
+    return "distinct"
+
+
+def newer(a: Memory, b: Memory) -> tuple[Memory, Memory]:
+    """``(newer, older)`` of two memories by ``created_at`` (on a tie, ``b`` is the newer: the
+    later write of a batch)."""
+    return (a, b) if a.created_at > b.created_at else (b, a)
+
+
+def update_note(new: Memory, old: Memory) -> str:
+    """What the block adds after the newer memory of an ``update`` pair: ``"(since
+    2026-11-25; before: 34, as of 2026-11-20)"`` when only numbers changed (the older
+    numbers that differ), ``"(since ...; before: <the older text>, as of ...)"`` for a
+    negation. Dates are the memories' ``created_at`` (UTC days)."""
+    old_numbers, new_numbers = numbers(old.content), numbers(new.content)
+    if len(old_numbers) == len(new_numbers) and old_numbers != new_numbers:
+        changed = [o for o, n in zip(old_numbers, new_numbers, strict=True) if o != n]
+        before = ", ".join(changed)
+    else:
+        before = " ".join(old.content.split()).rstrip(".")
+    since, then = new.created_at.date().isoformat(), old.created_at.date().isoformat()
+    return f"(since {since}; before: {before}, as of {then})"
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """What :meth:`NearPairs.judge` says of one candidate: ``skip`` (a reason for
+    ``Injection.skipped``), or show ``show`` (``None``: the candidate itself) with ``note`` after
+    it, ``folded`` being the older memory of the pair that the note stands for."""
+
+    skip: str | None = None
+    show: Memory | None = None
+    note: str | None = None
+    folded: Memory | None = None
+
+
+class NearPairs:
+    """Step 5's semantic buffer for one turn: the memories shown (within the window, or chosen
+    for this block) and the candidate pool, their vectors, and the guard's word on each pair
+    above ``threshold`` (cosine). Window memories' texts are read from ``store`` only for pairs
+    above the threshold."""
+
+    def __init__(
+        self,
+        store: MemoryStore,
+        owner: str,
+        threshold: float,
+        vectors: Mapping[str, Vector],
+        window: Iterable[str],
+    ) -> None:
+        self.store = store
+        self.owner = owner
+        self.threshold = threshold
+        self.vectors = vectors
+        self._shown = [mid for mid in window if mid in vectors]
+        self._pool: dict[str, Memory] = {}
+        self._texts: dict[str, Memory | None] = {}
+
+    def add_pool(self, memories: Iterable[Memory]) -> None:
+        """The candidates of this turn (their texts are known without a read)."""
+        for m in memories:
+            self._pool.setdefault(m.id, m)
+            self._texts[m.id] = m
+
+    def shown(self, memory_id: str) -> None:
+        """``memory_id`` is in this block: later candidates are compared with it."""
+        if memory_id in self.vectors:
+            self._shown.append(memory_id)
+
+    def _above(self, vec: Vector, ids: Sequence[str]) -> list[str]:
+        if not ids:
+            return []
+        cos = np.stack([self.vectors[i] for i in ids]) @ vec
+        return [i for i, c in zip(ids, cos, strict=True) if float(c) > self.threshold]
+
+    def _memories(self, ids: Sequence[str]) -> list[Memory | None]:
+        missing = [i for i in ids if i not in self._texts]
+        if missing:
+            found = self.store.get_many(self.owner, missing)
+            for i in missing:
+                self._texts[i] = found.get(i)
+        return [self._texts[i] for i in ids]
+
+    def judge(self, memory: Memory, same_session: set[str], chosen: set[str]) -> Verdict:
+        """The guard's word on ``memory`` against what was shown and the rest of the pool
+        (``same_session``: learned this session, never shown; ``chosen``: in this block)."""
+        vec = self.vectors.get(memory.id)
+        if vec is None:
+            return Verdict()
+        earlier: Memory | None = None
+        near_shown = self._above(vec, [i for i in self._shown if i != memory.id])
+        for other, mid in zip(self._memories(near_shown), near_shown, strict=True):
+            if other is None:  # gone from the store since it was shown: the old rule
+                return Verdict(skip="semantic_duplicate")
+            agreement = relate(other.content, memory.content)
+            if agreement == "same":
+                return Verdict(skip="semantic_duplicate")
+            if agreement == "update":
+                if newer(other, memory)[0] is other:
+                    return Verdict(skip="superseded")
+                earlier = other if mid not in chosen else earlier
+        rest = [i for i in self._pool if i != memory.id and i not in chosen]
+        partners = [
+            p
+            for p in (self._pool[i] for i in self._above(vec, rest))
+            if relate(p.content, memory.content) == "update"
+        ]
+        if partners:
+            newest = max([memory, *partners], key=lambda m: m.created_at)
+            if newest is not memory:
+                if newest.id in same_session:
+                    return Verdict(skip="superseded")
+                return Verdict(show=newest, note=update_note(newest, memory), folded=memory)
+            earlier = max(partners, key=lambda m: m.created_at)
+        if earlier is not None:
+            return Verdict(note=update_note(memory, earlier), folded=earlier)
+        return Verdict()
