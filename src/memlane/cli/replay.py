@@ -40,7 +40,9 @@ def replay_command(
     file: Annotated[
         Path,
         typer.Argument(
-            help="A LoCoMo-format JSON file (a list of conversations).", show_default=False
+            help="A LoCoMo-format JSON file (a list of conversations), or BEAM chats: a chat "
+            "folder (chat.json, probing_questions/) or a folder of them (BEAM's chats/100K).",
+            show_default=False,
         ),
     ],
     conversations: Annotated[
@@ -48,7 +50,8 @@ def replay_command(
         typer.Option(
             "--conversations",
             "-c",
-            help="Which conversations: indexes or sample ids, comma-separated (e.g. 0,2). Default: all.",
+            help="Which conversations: indexes or sample ids (a BEAM chat's folder name), "
+            "comma-separated (e.g. 0,2). Default: all.",
         ),
     ] = None,
     report_out: Annotated[
@@ -76,15 +79,16 @@ def replay_command(
     ] = False,
     as_json: JsonOption = False,
 ) -> None:
-    """Replay LoCoMo conversations: store each session's observations (or, with --learn, what
-    the LLM learns from its dialogue), inject before every turn, then score the questions by
-    evidence recall (hybrid vs vector-only vs full-text-only)."""
-    from memlane.eval.replay import load_locomo, select_conversations
+    """Replay LoCoMo conversations or BEAM chats: store each session's observations (or, with
+    --learn, what the LLM learns from its dialogue; of a BEAM chat, its messages), inject before
+    every (user) turn, then score the questions by evidence recall (hybrid vs vector-only vs
+    full-text-only), per category."""
+    from memlane.eval.replay import load_conversations, select_conversations
 
     with handle_errors():
         if report_out is not None and report_out.is_dir():
             raise InvalidArgument(f"--out {report_out} is a folder: give a file name")
-        chosen = select_conversations(load_locomo(file), conversations)
+        chosen = select_conversations(load_conversations(file), conversations)
         report = run_replay(chosen, home=home, source=str(file), learn=learn)
         if report_out is not None:
             report_out.parent.mkdir(parents=True, exist_ok=True)
@@ -112,7 +116,7 @@ def print_summary(report: dict[str, Any]) -> None:
         highlight=False,
     )
 
-    table = Table(title="Retrieval: evidence recall over questions of categories 1-4")
+    table = Table(title="Retrieval: evidence recall over the questions with evidence")
     table.add_column("questions")
     for mode in ("hybrid", "vector", "fts"):
         table.add_column(mode, justify="right")
@@ -125,7 +129,7 @@ def print_summary(report: dict[str, Any]) -> None:
         table.add_row(f"all ({ret['questions']}) {label}", *(f"{modes[m][key]:.3f}" for m in modes))
     for cat, row in ret["by_category"].items():
         table.add_row(
-            f"{cat} {row['name']} ({row['questions']}) recall@10",
+            f"{_label(cat, row['name'])} ({row['questions']}) recall@10",
             *(
                 f"{modes[m]['by_category'].get(cat, {}).get('recall_at_10', 0.0):.3f}"
                 for m in modes
@@ -184,3 +188,8 @@ def print_summary(report: dict[str, Any]) -> None:
                 f"{i['tokens_ratio']:.0%}",
             )
         out.print(table)
+
+
+def _label(category: str, name: str) -> str:
+    """A category's row label: ``"1 multi-hop"`` (LoCoMo), ``"knowledge_update"`` (BEAM)."""
+    return name if category == name else f"{category} {name}"

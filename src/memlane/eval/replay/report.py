@@ -18,7 +18,8 @@ MODES = ("hybrid", "vector", "fts")
 
 @dataclass(slots=True)
 class QuestionResult:
-    category: int
+    #: LoCoMo's category number (1-4) or BEAM's category name.
+    category: int | str
     recall_5: float
     recall_10: float
     hit_10: bool
@@ -42,6 +43,8 @@ class ConversationStats:
     tokens: int = 0
     tokens_naive: int = 0
     tokens_naive_searched: int = 0
+    #: Milliseconds per memory of each ``add_many`` call (its time / its memories).
+    store_ms: list[float] = field(default_factory=list)
     questions: dict[str, list[QuestionResult]] = field(
         default_factory=lambda: {m: [] for m in MODES}
     )
@@ -78,10 +81,13 @@ def _retrieval(stats: Sequence[ConversationStats]) -> dict[str, Any]:
     def block(mode: str) -> dict[str, Any]:
         results = [r for s in stats for r in s.questions[mode]]
         out = _scores(results)
+        present = sorted({r.category for r in results}, key=lambda c: (isinstance(c, str), c))
         out["by_category"] = {
-            str(cat): {"name": name, **_scores([r for r in results if r.category == cat])}
-            for cat, name in CATEGORIES.items()
-            if any(r.category == cat for r in results)
+            str(cat): {
+                "name": CATEGORIES.get(cat, str(cat)) if isinstance(cat, int) else cat,
+                **_scores([r for r in results if r.category == cat]),
+            }
+            for cat in present
         }
         out["latency_ms"] = latency([x for s in stats for x in s.question_latencies[mode]])
         return out
@@ -105,6 +111,7 @@ def _sections(stats: Sequence[ConversationStats]) -> dict[str, Any]:
             "offered": sum(s.offered for s in stats),
             "stored": sum(s.stored for s in stats),
             "decisions": dict(decisions.most_common()),
+            "store_ms_per_memory": latency([x for s in stats for x in s.store_ms]),
         },
         "injection": {
             "turns": sum(s.turns for s in stats),

@@ -37,8 +37,10 @@ from memlane.config import Settings
 from memlane.embeddings import Embedder
 from memlane.engine import MemoryEngine, MemoryInput
 from memlane.errors import InvalidArgument
+from memlane.eval.replay.beam import BeamChat, BeamQuestion, is_beam, load_beam
 from memlane.eval.replay.locomo import (
     Conversation,
+    Question,
     load_locomo,
     normalise_evidence,
     select_conversations,
@@ -87,7 +89,7 @@ def token_counter() -> tuple[str, Callable[[str], int]]:
 
 def replay(
     engine: MemoryEngine,
-    conversations: Sequence[Conversation],
+    conversations: Sequence[Conversation | BeamChat],
     *,
     progress: Progress | None = None,
     source: str | None = None,
@@ -118,9 +120,15 @@ def replay(
         if progress is not None:
             progress(done, total, description)
 
+    beam = any(isinstance(c, BeamChat) for c in conversations)
+    if beam and learn:
+        raise InvalidArgument("--learn reads LoCoMo dialogue; BEAM chats are stored as messages")
     stats: list[ConversationStats] = []
     for conv in conversations:
-        stats.append(_replay_one(engine, conv, count_tokens, advance, learn))
+        if isinstance(conv, BeamChat):
+            stats.append(_replay_beam_one(engine, conv, count_tokens, advance))
+        else:
+            stats.append(_replay_one(engine, conv, count_tokens, advance, learn))
     backend = getattr(engine.embedder, "backend", None)
     report = build_report(
         stats, engine.settings, tokenizer, None if backend is None else str(backend)
@@ -129,7 +137,8 @@ def replay(
     out = {
         "file": source,
         "conversations": [c.sample_id for c in conversations],
-        "memories_from": "dialogue (LLM)" if learn else "observations",
+        "format": "beam" if beam else "locomo",
+        "memories_from": "messages" if beam else "dialogue (LLM)" if learn else "observations",
         **report,
     }
     if learn:
@@ -147,9 +156,6 @@ def _replay_one(
 ) -> ConversationStats:
     started = time.perf_counter()
     owner = conv.sample_id
-    cfg = engine.settings.injection_for(None)
-    depth = cfg.context_window_depth
-    max_keep = cfg.max_injected_blocks_in_history
     st = ConversationStats(conv.sample_id, sessions=len(conv.sessions))
     st.unresolved_questions = conv.unresolved_questions
     written: set[int] = set()
@@ -176,78 +182,19 @@ def _replay_one(
             ]
             if not items:
                 continue
-            results = engine.add_many(items)
-            st.offered += len(items)
-            st.decisions.update(r.decision.value for r in results)
+            _store(engine, st, items)
 
     for number, turns in conv.sessions:
         write_observations(number - 1)
-        session = f"{owner}:{number}"
-        history: list[dict[str, Any]] = []
-        last_injected: dict[str, int] = {}
+        chat = _Chat(engine, st, f"{owner}:{number}", owner, count_tokens)
         messages = [t.message() for t in turns]
         for i, text in enumerate(messages):
-            turn_no = i + 1  # every inject call is one turn of the session
-            recent = messages[max(0, i - RECENT_TURNS) : i]
-            injection = engine.inject(session, text, owner=owner, recent=recent)
-            st.turns += 1
-            st.latencies.append(injection.elapsed_ms)
-            st.skipped_reasons.update(injection.skipped)
-            searched = "trivial" not in injection.skipped and "disabled" not in injection.skipped
-            if searched:
-                st.search_latencies.append(injection.elapsed_ms)
-            if injection.block is None:
-                st.skipped_turns += 1
-            else:
-                st.tokens += count_tokens(injection.block)
-            for item in injection.items:
-                mid = item.memory.id
-                seen = last_injected.get(mid)
-                if seen is not None and turn_no - seen < depth:
-                    st.repeated += 1
-                last_injected[mid] = turn_no
-            st.items += len(injection.items)
-
-            # What injecting the top max_total results on every turn, no dedup, would cost.
-            query = build_query(text, recent, cfg)
-            naive = engine.retriever.search(
-                query, owner=owner, limit=cfg.max_total, record_access=False
-            )
-            naive_block = format_block([], [h.memory for h in naive])
-            naive_tokens = count_tokens(naive_block) if naive_block else 0
-            st.tokens_naive += naive_tokens
-            if searched:
-                st.tokens_naive_searched += naive_tokens
-
-            history.append({"role": "user", "content": text})
-            history = with_injection(history, injection, max_keep)
-            st.max_blocks = max(st.max_blocks, sum(1 for m in history if is_injection_block(m)))
+            chat.inject(text, messages[max(0, i - RECENT_TURNS) : i])
             advance(1, f"{owner} session {number}")
     write_observations(None)
     st.stored = engine.count(owner)
 
-    for question in conv.questions:
-        wanted = set(question.evidence)
-        for mode in MODES:
-            t0 = time.perf_counter()
-            hits = engine.search(question.text, owner=owner, limit=QUESTION_LIMIT, mode=mode)
-            st.question_latencies[mode].append((time.perf_counter() - t0) * 1000.0)
-            covered_5: set[str] = set()
-            covered_10: set[str] = set()
-            for rank, hit in enumerate(hits, start=1):
-                cited = wanted.intersection(normalise_evidence(hit.memory.metadata.get("evidence")))
-                covered_10 |= cited
-                if rank <= 5:
-                    covered_5 |= cited
-            st.questions[mode].append(
-                QuestionResult(
-                    question.category,
-                    len(covered_5) / len(wanted),
-                    len(covered_10) / len(wanted),
-                    bool(covered_10),
-                )
-            )
-        advance(1, f"{owner} questions")
+    _score_questions(engine, st, owner, conv.questions, advance)
     st.seconds = time.perf_counter() - started
     return st
 
@@ -273,6 +220,159 @@ def _learn_session(
         return
     st.offered += len(results)
     st.decisions.update(r.decision.value for r in results)
+
+
+class _Chat:
+    """One session as a chat: injects each user turn, keeps the history its blocks go into and
+    tallies what the replay checks (repeats, blocks in history, tokens against naive top-k)."""
+
+    def __init__(
+        self,
+        engine: MemoryEngine,
+        st: ConversationStats,
+        session: str,
+        owner: str,
+        count_tokens: Callable[[str], int],
+    ) -> None:
+        self.engine, self.st, self.session, self.owner = engine, st, session, owner
+        self.count_tokens = count_tokens
+        self.cfg = engine.settings.injection_for(None)
+        self.history: list[dict[str, Any]] = []
+        self.last_injected: dict[str, int] = {}
+        self.turn = 0
+
+    def inject(self, text: str, recent: list[str]) -> None:
+        """One user turn: inject, then record what the replay checks."""
+        engine, st, cfg = self.engine, self.st, self.cfg
+        self.turn += 1  # every inject call is one turn of the session
+        injection = engine.inject(self.session, text, owner=self.owner, recent=recent)
+        st.turns += 1
+        st.latencies.append(injection.elapsed_ms)
+        st.skipped_reasons.update(injection.skipped)
+        searched = "trivial" not in injection.skipped and "disabled" not in injection.skipped
+        if searched:
+            st.search_latencies.append(injection.elapsed_ms)
+        if injection.block is None:
+            st.skipped_turns += 1
+        else:
+            st.tokens += self.count_tokens(injection.block)
+        for item in injection.items:
+            mid = item.memory.id
+            seen = self.last_injected.get(mid)
+            if seen is not None and self.turn - seen < cfg.context_window_depth:
+                st.repeated += 1
+            self.last_injected[mid] = self.turn
+        st.items += len(injection.items)
+
+        # What injecting the top max_total results on every turn, no dedup, would cost.
+        query = build_query(text, recent, cfg)
+        naive = engine.retriever.search(
+            query, owner=self.owner, limit=cfg.max_total, record_access=False
+        )
+        naive_block = format_block([], [h.memory for h in naive])
+        naive_tokens = self.count_tokens(naive_block) if naive_block else 0
+        st.tokens_naive += naive_tokens
+        if searched:
+            st.tokens_naive_searched += naive_tokens
+
+        self.history.append({"role": "user", "content": text})
+        self.history = with_injection(self.history, injection, cfg.max_injected_blocks_in_history)
+        blocks = sum(1 for m in self.history if is_injection_block(m))
+        st.max_blocks = max(st.max_blocks, blocks)
+
+
+def _score_questions(
+    engine: MemoryEngine,
+    st: ConversationStats,
+    owner: str,
+    questions: Sequence[Question | BeamQuestion],
+    advance: Callable[[int, str], None],
+) -> None:
+    """Search every question in each mode and score evidence recall at 5 and 10 (a memory's
+    ``metadata["evidence"]``: the ids it cites)."""
+    for question in questions:
+        wanted = set(question.evidence)
+        for mode in MODES:
+            t0 = time.perf_counter()
+            hits = engine.search(question.text, owner=owner, limit=QUESTION_LIMIT, mode=mode)
+            st.question_latencies[mode].append((time.perf_counter() - t0) * 1000.0)
+            covered_5: set[str] = set()
+            covered_10: set[str] = set()
+            for rank, hit in enumerate(hits, start=1):
+                cited = wanted.intersection(_evidence(hit.memory.metadata.get("evidence")))
+                covered_10 |= cited
+                if rank <= 5:
+                    covered_5 |= cited
+            st.questions[mode].append(
+                QuestionResult(
+                    question.category,
+                    len(covered_5) / len(wanted),
+                    len(covered_10) / len(wanted),
+                    bool(covered_10),
+                )
+            )
+        advance(1, f"{owner} questions")
+
+
+def _evidence(value: object) -> list[str]:
+    """The ids a memory cites: LoCoMo dia ids (normalised), or BEAM message ids (strings)."""
+    if isinstance(value, list) and value and all(isinstance(v, str) and v.isdigit() for v in value):
+        return list(value)
+    return normalise_evidence(value)
+
+
+def _replay_beam_one(
+    engine: MemoryEngine,
+    chat: BeamChat,
+    count_tokens: Callable[[str], int],
+    advance: Callable[[int, str], None],
+) -> ConversationStats:
+    """One BEAM chat (docs/replay.md, "BEAM"): each batch is a session; every user message is
+    injected as the user wrote it (``recent``: the two messages before it), then stored with the replies that follow
+    it, before the next user message (one ``add_many`` per exchange, in order), each message a
+    memory ``"<role>: <text>"`` citing its own id; then the questions are scored."""
+    started = time.perf_counter()
+    owner = chat.sample_id
+    st = ConversationStats(owner, sessions=len(chat.batches))
+    st.unresolved_questions = chat.unresolved_questions
+    for number, messages in chat.batches:
+        session = f"{owner}:{number}"
+        tracker = _Chat(engine, st, session, owner, count_tokens)
+        pending: list[MemoryInput] = []
+        texts = [m.memory_text() for m in messages]
+        for i, message in enumerate(messages):
+            if message.role == "user":
+                _store(engine, st, pending)
+                recent = [m.text for m in messages[max(0, i - RECENT_TURNS) : i]]
+                tracker.inject(message.text, recent)
+                advance(1, f"{owner} batch {number}")
+            pending.append(
+                MemoryInput(
+                    content=texts[i],
+                    type=MemoryType.OBSERVATION,
+                    owner=owner,
+                    session=session,
+                    source="beam-message",
+                    metadata={"evidence": [str(message.id)], "role": message.role},
+                )
+            )
+        _store(engine, st, pending)
+    st.stored = engine.count(owner)
+    _score_questions(engine, st, owner, chat.questions, advance)
+    st.seconds = time.perf_counter() - started
+    return st
+
+
+def _store(engine: MemoryEngine, st: ConversationStats, pending: list[MemoryInput]) -> None:
+    """Offer ``pending`` to the write path (timed per memory) and empty it."""
+    if not pending:
+        return
+    t0 = time.perf_counter()
+    results = engine.add_many(pending)
+    st.store_ms.append((time.perf_counter() - t0) * 1000.0 / len(pending))
+    st.offered += len(pending)
+    st.decisions.update(r.decision.value for r in results)
+    pending.clear()
 
 
 # --------------------------------------------------------------------------- opening a store
@@ -334,13 +434,29 @@ def replay_file(
     embedder: Embedder | None = None,
     progress: Progress | None = None,
 ) -> dict[str, Any]:
-    """Load ``path``, pick ``conversations`` (see :func:`select_conversations`), replay them into
-    a fresh store (see :func:`open_replay_engine`) and return the report.
+    """Load ``path`` (a LoCoMo file, or BEAM chats: :func:`load_conversations`), pick
+    ``conversations`` (see :func:`select_conversations`), replay them into a fresh store (see
+    :func:`open_replay_engine`) and return the report.
 
     Raises:
         InvalidArgument: bad file, bad selection, or a ``home`` whose store is not fresh.
     """
-    chosen = select_conversations(load_locomo(path), conversations)
+    chosen = select_conversations(load_conversations(path), conversations)
     owners = [c.sample_id for c in chosen]
     with open_replay_engine(home, settings=settings, embedder=embedder, owners=owners) as engine:
         return replay(engine, chosen, progress=progress, source=str(path))
+
+
+def load_conversations(path: str | Path) -> list[Any]:
+    """The conversations of ``path``, its format recognised from the files: a folder holding
+    BEAM chats (``chat.json`` and ``probing_questions/``, or sub-folders that do) gives
+    :class:`BeamChat`s; anything else is read as a LoCoMo JSON file (:func:`load_locomo`).
+
+    Raises:
+        InvalidArgument: neither format (the message says what each needs).
+    """
+    if is_beam(path):
+        return load_beam(path)
+    if Path(path).is_dir():
+        return load_beam(path)  # a folder that holds no chat: its error names what is needed
+    return load_locomo(path)
