@@ -12,6 +12,11 @@ Legs (each scoped to the owner, and to the agent plus shared memories when an ag
   same session, scored ``neighbour_weight`` times that hit's fused score (docs/replay.md, "The
   recall push").
 
+Retrieval is data: a :class:`Recipe` names the ranked legs, whether the neighbour and graph legs
+expand the fused list, the floor, and overrides of ``[retrieval]``; :data:`RECIPES` holds the
+search modes. Each leg is one small function (``_vector_leg``, ``_fts_leg``, ``_expired_leg``,
+``_graph_leg``, :func:`_neighbours_in_time`), then the fusion (``_rrf``) and ``_read_hits``.
+
 Fusion: reciprocal rank fusion, ``score = sum_leg weight_leg / (k + rank_leg)`` (Cormack, Clarke &
 Buettcher, SIGIR 2009; ``k = 60`` by default). Relevance floor: a hit is dropped when its cosine to
 the query is below ``max(best_cosine * floor_relative, floor_absolute)`` — relative to the best
@@ -24,14 +29,16 @@ from __future__ import annotations
 import bisect
 import heapq
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
 
 from memlane._ids import utcnow
 from memlane._text import STOP_WORDS, words
 from memlane.config import RetrievalSettings
 from memlane.embeddings.cache import Embeddings
 from memlane.errors import InvalidArgument
-from memlane.store.base import MemoryStore
+from memlane.store.base import MemoryStore, Vector
 from memlane.types import Memory, MemoryType, SearchHit, Status, parse_type
 
 MODES = ("hybrid", "vector", "fts")
@@ -68,7 +75,7 @@ class Retriever:
         agent: str | None = None,
         limit: int = 10,
         types: Sequence[MemoryType | str] | None = None,
-        mode: str = "hybrid",
+        mode: str | Recipe = "hybrid",
         record_access: bool = True,
         include_inactive: bool = False,
     ) -> list[SearchHit]:
@@ -79,7 +86,8 @@ class Retriever:
         unless ``include_inactive``: then the :data:`EXPIRED_CANDIDATES` most recent of the scope
         are ranked by cosine as one more leg (``expired``). Forgotten memories never return.
 
-        ``mode``: ``hybrid`` (all legs), ``vector`` or ``fts`` (one leg, for baselines);
+        ``mode``: ``hybrid`` (all legs), ``vector`` or ``fts`` (one leg, for baselines), or a
+        :class:`Recipe` (the replay's side-by-side runs);
         ``record_access=False`` leaves access counts alone (injection records only what it
         injects). Raises :class:`InvalidArgument` for an empty query, a bad mode, limit or type.
         """
@@ -102,6 +110,110 @@ class Retriever:
 EXPIRED_CANDIDATES = 1000
 
 
+@dataclass(frozen=True, slots=True)
+class Recipe:
+    """A search as data (after graphiti's ``SearchConfig``): which ranked legs run, whether the
+    fused list is expanded (the neighbour and graph legs, seeded by the fused hits), whether the
+    relevance floor applies, and ``settings`` overrides of ``[retrieval]`` (weights, ``rrf_k``,
+    ``candidates``...). The search modes are recipes (:data:`RECIPES`); the replay can run any
+    recipe side by side with them (``memlane replay --recipe``)."""
+
+    name: str
+    legs: tuple[str, ...]
+    expand: bool = True
+    floor: bool = True
+    settings: Mapping[str, Any] = field(default_factory=dict)
+
+    def retrieval(self, cfg: RetrievalSettings) -> RetrievalSettings:
+        """``cfg`` with this recipe's overrides."""
+        return cfg.model_copy(update=dict(self.settings)) if self.settings else cfg
+
+
+#: The search modes as recipes: ``hybrid`` (vector + BM25, reciprocal rank fusion, expanded by
+#: the neighbour and graph legs), and each ranked leg alone (the baselines).
+RECIPES: dict[str, Recipe] = {
+    "hybrid": Recipe("hybrid", ("vector", "fts")),
+    "vector": Recipe("vector", ("vector",), expand=False),
+    "fts": Recipe("fts", ("fts",), expand=False, floor=False),
+}
+
+
+@dataclass(slots=True)
+class _Query:
+    """One search's inputs, shared by the legs."""
+
+    store: MemoryStore
+    cfg: RetrievalSettings
+    text: str
+    qvec: Vector
+    owner: str
+    agent: str | None
+    types: set[MemoryType] | None
+    depth: int
+
+
+def _vector_leg(q: _Query, cosine: dict[str, float]) -> list[str]:
+    """Nearest embeddings, best first (their cosines go to ``cosine``)."""
+    hits = q.store.vector_search(q.owner, q.agent, q.qvec, q.depth, q.types)
+    for hit in hits:
+        cosine[hit.id] = hit.score
+    return [hit.id for hit in hits]
+
+
+def _fts_leg(q: _Query, cosine: dict[str, float]) -> list[str]:
+    """BM25 over the query's content words, best first."""
+    return [hit.id for hit in q.store.fts_search(q.owner, q.agent, q.text, q.depth, q.types)]
+
+
+def _expired_leg(q: _Query, cosine: dict[str, float]) -> list[str]:
+    """The :data:`EXPIRED_CANDIDATES` most recent expired memories of the scope, by cosine."""
+    expired = q.store.list_memories(
+        q.owner, agent=q.agent, limit=EXPIRED_CANDIDATES, status=Status.SUPERSEDED
+    )
+    wanted = [m.id for m in expired if q.types is None or m.type in q.types]
+    sims = q.store.cosines(q.owner, wanted, q.qvec)
+    cosine.update(sims)
+    return sorted(sims, key=sims.__getitem__, reverse=True)[: q.depth]
+
+
+_LEGS: dict[str, Callable[[_Query, dict[str, float]], list[str]]] = {
+    "vector": _vector_leg,
+    "fts": _fts_leg,
+    "expired": _expired_leg,
+}
+
+
+def _weights(cfg: RetrievalSettings) -> dict[str, float]:
+    return {
+        "vector": cfg.vector_weight,
+        "fts": cfg.fts_weight,
+        "graph": cfg.graph_weight,
+        "expired": cfg.vector_weight,
+    }
+
+
+def _rrf(r: Mapping[str, int], weights: Mapping[str, float], k: float) -> float:
+    """Reciprocal rank fusion of one memory's ranks: ``sum weight_leg / (k + rank_leg)``."""
+    return sum(weights.get(leg, 0.0) / (k + rank) for leg, rank in r.items())
+
+
+def _graph_leg(q: _Query, scores: Mapping[str, float]) -> dict[str, float]:
+    """Neighbours of the top ``graph_seeds`` fused hits along associations: id -> relation
+    weight times the seed's fused score (the best seed's)."""
+    seeds = sorted(scores, key=scores.__getitem__, reverse=True)[: q.cfg.graph_seeds]
+    seed_score = {s: scores[s] for s in seeds}
+    graph: dict[str, float] = {}
+    for a in q.store.neighbours(q.owner, seeds):
+        for seed, other in ((a.source_id, a.target_id), (a.target_id, a.source_id)):
+            if seed in seed_score and other not in seed_score:
+                graph[other] = max(graph.get(other, 0.0), a.weight * seed_score[seed])
+    return graph
+
+
+def _by_score(scores: Mapping[str, float]) -> list[str]:
+    return sorted(scores, key=scores.__getitem__, reverse=True)
+
+
 def _search(
     store: MemoryStore,
     embeddings: Embeddings,
@@ -112,83 +224,74 @@ def _search(
     agent: str | None,
     limit: int,
     types: Sequence[MemoryType | str] | None,
-    mode: str,
+    mode: str | Recipe,
     record_access: bool,
     include_inactive: bool = False,
 ) -> list[SearchHit]:
     if not isinstance(query, str) or not query.strip():
         raise InvalidArgument("query is empty: give some text to search for")
-    if mode not in MODES:
+    recipe = RECIPES.get(mode) if isinstance(mode, str) else mode
+    if recipe is None:
         raise InvalidArgument(f"unknown search mode {mode!r}; valid: {', '.join(MODES)}")
     if not isinstance(limit, int) or limit < 1 or limit > 1000:
         raise InvalidArgument(f"limit must be 1..1000, got {limit!r}")
+    cfg = recipe.retrieval(cfg)
     type_set = {parse_type(t, InvalidArgument) for t in types} if types else None
     # The legs filter by type themselves; graph neighbours are filtered when read.
-    n_cand = max(cfg.candidates, limit)
-    qvec = embeddings.embed_query(query)
-
+    q = _Query(
+        store, cfg, query, embeddings.embed_query(query), owner, agent, type_set,
+        max(cfg.candidates, limit),
+    )  # fmt: skip
+    legs = list(recipe.legs)
+    if include_inactive and "vector" in legs:
+        legs.append("expired")
     ranks: dict[str, dict[str, int]] = {}
     cosine: dict[str, float] = {}
-    if mode in ("hybrid", "vector"):
-        for rank, hit in enumerate(
-            store.vector_search(owner, agent, qvec, n_cand, type_set), start=1
-        ):
-            ranks.setdefault(hit.id, {})["vector"] = rank
-            cosine[hit.id] = hit.score
-    if mode in ("hybrid", "fts"):
-        fts_hits = store.fts_search(owner, agent, query, n_cand, type_set)
-        for rank, hit in enumerate(fts_hits, start=1):
-            ranks.setdefault(hit.id, {})["fts"] = rank
-    if include_inactive and mode != "fts":
-        expired = store.list_memories(
-            owner, agent=agent, limit=EXPIRED_CANDIDATES, status=Status.SUPERSEDED
-        )
-        wanted = [m.id for m in expired if type_set is None or m.type in type_set]
-        sims = store.cosines(owner, wanted, qvec)
-        best_first = sorted(sims, key=sims.__getitem__, reverse=True)[:n_cand]
-        for rank, mid in enumerate(best_first, start=1):
-            ranks.setdefault(mid, {})["expired"] = rank
-            cosine[mid] = sims[mid]
+    for leg in legs:
+        for rank, mid in enumerate(_LEGS[leg](q, cosine), start=1):
+            ranks.setdefault(mid, {})[leg] = rank
     if not ranks:
         return []
 
-    weights = {
-        "vector": cfg.vector_weight,
-        "fts": cfg.fts_weight,
-        "graph": cfg.graph_weight,
-        "expired": cfg.vector_weight,
-    }
-    allowed = (Status.ACTIVE, Status.SUPERSEDED) if include_inactive else (Status.ACTIVE,)
-
-    def fused(r: dict[str, int]) -> float:
-        return sum(weights.get(leg, 0.0) / (cfg.rrf_k + rank) for leg, rank in r.items())
-
-    scores = {mid: fused(r) for mid, r in ranks.items()}
+    weights = _weights(cfg)
+    scores = {mid: _rrf(r, weights, cfg.rrf_k) for mid, r in ranks.items()}
     nearby: dict[str, float] = {}
-    if mode == "hybrid" and cfg.neighbour_seeds and cfg.neighbour_weight > 0:
+    if recipe.expand and cfg.neighbour_seeds and cfg.neighbour_weight > 0:
         nearby = _neighbours_in_time(store, owner, scores, cfg)
-        for rank, mid in enumerate(sorted(nearby, key=nearby.__getitem__, reverse=True), start=1):
+        for rank, mid in enumerate(_by_score(nearby), start=1):
             ranks[mid] = {"neighbour": rank}
             scores[mid] = nearby[mid]
-    if mode == "hybrid" and cfg.graph_seeds and cfg.graph_weight > 0:
-        seeds = sorted(scores, key=scores.__getitem__, reverse=True)[: cfg.graph_seeds]
-        seed_score = {s: scores[s] for s in seeds}
-        graph: dict[str, float] = {}
-        for a in store.neighbours(owner, seeds):
-            for seed, other in ((a.source_id, a.target_id), (a.target_id, a.source_id)):
-                if seed in seed_score and other not in seed_score:
-                    graph[other] = max(graph.get(other, 0.0), a.weight * seed_score[seed])
-        for rank, mid in enumerate(sorted(graph, key=graph.__getitem__, reverse=True), start=1):
+    if recipe.expand and cfg.graph_seeds and cfg.graph_weight > 0:
+        graph = _graph_leg(q, scores)
+        for rank, mid in enumerate(_by_score(graph), start=1):
             ranks.setdefault(mid, {})["graph"] = rank
-            scores[mid] = fused(ranks[mid]) + nearby.get(mid, 0.0)
+            scores[mid] = _rrf(ranks[mid], weights, cfg.rrf_k) + nearby.get(mid, 0.0)
 
     missing = [mid for mid in ranks if mid not in cosine]
     if missing:
-        cosine.update(store.cosines(owner, missing, qvec))
+        cosine.update(store.cosines(owner, missing, q.qvec))
+    allowed = (Status.ACTIVE, Status.SUPERSEDED) if include_inactive else (Status.ACTIVE,)
+    hits = _read_hits(q, ranks, scores, cosine, limit, recipe.floor, allowed)
+    if record_access and hits:
+        store.record_access(owner, [h.memory.id for h in hits])
+    return hits
 
+
+def _read_hits(
+    q: _Query,
+    ranks: Mapping[str, Mapping[str, int]],
+    scores: Mapping[str, float],
+    cosine: Mapping[str, float],
+    limit: int,
+    floor_on: bool,
+    allowed: tuple[Status, ...],
+) -> list[SearchHit]:
+    """The top ``limit`` hits: the relevance floor, then memories read best fused score first,
+    the importance/recency tie-break added."""
+    cfg, store, owner = q.cfg, q.store, q.owner
     # Relevance floor relative to this query's best cosine.
     best = max(cosine.values(), default=0.0)
-    floor = max(best * cfg.floor_relative, cfg.floor_absolute) if mode != "fts" else -math.inf
+    floor = max(best * cfg.floor_relative, cfg.floor_absolute) if floor_on else -math.inf
     now_ts = utcnow().timestamp()
     # Memories are read best fused score first, only until the hits found cannot be overtaken:
     # the tie-break adds at most cfg.tie_break (it is 0..1), so once `limit` hits score above
@@ -213,9 +316,9 @@ def _search(
             mem = memories.get(mid)
             if mem is None or mem.status not in allowed:
                 continue
-            if agent is not None and mem.agent not in (None, agent):
+            if q.agent is not None and mem.agent not in (None, q.agent):
                 continue
-            if type_set is not None and mem.type not in type_set:
+            if q.types is not None and mem.type not in q.types:
                 continue
             score = scores[mid] + cfg.tie_break * _tie_break(mem, now_ts)
             found[mid] = SearchHit(
@@ -227,10 +330,7 @@ def _search(
                 heapq.heapreplace(finals, score)
     hits = [found[mid] for mid in ranks if mid in found]  # candidate order, as before the sort
     hits.sort(key=lambda h: h.score, reverse=True)
-    hits = hits[:limit]
-    if record_access and hits:
-        store.record_access(owner, [h.memory.id for h in hits])
-    return hits
+    return hits[:limit]
 
 
 def _neighbours_in_time(
