@@ -4,7 +4,17 @@ messages wire formats, answering from a script, for the providers' tests (driven
 
 A script is a list of steps, one per request, in order; when it runs out, ``default`` answers.
 Steps: ``Reply(text)`` (a normal answer whose message text is ``text``), ``Slow(seconds, text)``,
-``Status(code)`` (an API error with that HTTP status), ``Raw(body)`` (a 200 with that body), ``Refuse(code, message)``.
+``Status(code)`` (an API error with that HTTP status), ``Raw(body)`` (a 200 with that body),
+``Refuse(code, message)``, ``Die()`` (the connection closed without an answer, as a crashed
+server does).
+
+A script's ``refuse`` maps a structured-output *form* to the refusal a real server sends for it
+(:data:`LLAMA_CPP`, :data:`TEXT_ONLY`, :data:`NO_TOOLS`, :data:`NO_TOOLS_NO_PREFILL`): a request
+in that form is refused without using a step. The form of a request: OpenAI's
+``response_format.type`` (``text`` without one); Anthropic's ``tool_use`` (tools sent),
+``prefill`` (the last message is the assistant's) or ``text``. Answers follow the form: a forced
+tool call answers a ``tool_use`` block whose input is the reply's JSON; a prefilled answer
+continues after the ``{`` it was given.
 """
 
 from __future__ import annotations
@@ -51,7 +61,32 @@ class Refuse:
     message: str
 
 
-Step = Reply | Slow | Status | Raw | Refuse
+@dataclass(frozen=True)
+class Die:
+    """The server reads the request and closes the connection without answering."""
+
+
+Step = Reply | Slow | Status | Raw | Refuse | Die
+
+#: llama-cpp-python 0.3.36's server, asked for ``response_format`` ``json_schema`` (its body's
+#: ``error.message``, as it answered it on this machine, less the traceback it appends).
+LLAMA_CPP_REFUSAL = (
+    "1 validation error:\n  {'type': 'literal_error', 'loc': ('body', 'response_format', "
+    "'type'), 'msg': \"Input should be 'text' or 'json_object'\", 'input': 'json_schema', "
+    "'ctx': {'expected': \"'text' or 'json_object'\"}}"
+)
+LLAMA_CPP = {"json_schema": Refuse(500, LLAMA_CPP_REFUSAL)}
+#: A server that takes no ``response_format`` at all.
+TEXT_ONLY = {
+    "json_schema": Refuse(400, "response_format is not supported by this server"),
+    "json_object": Refuse(400, "response_format is not supported by this server"),
+}
+#: Anthropic-compatible servers without tools, and without an assistant prefill either.
+NO_TOOLS = {"tool_use": Refuse(400, "tools: this server does not support tool use")}
+NO_TOOLS_NO_PREFILL = {
+    **NO_TOOLS,
+    "prefill": Refuse(400, "the final message must be from the user (no assistant prefill)"),
+}
 
 
 @dataclass
@@ -59,6 +94,8 @@ class Script:
     kind: Kind
     steps: list[Step] = field(default_factory=list)
     default: Step = field(default_factory=lambda: Status(500))
+    #: Forms this server refuses, and how (see the module's docstring).
+    refuse: dict[str, Refuse] = field(default_factory=dict)
     #: Every request received: path, headers (lower-case names) and JSON body.
     requests: list[dict[str, Any]] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -66,10 +103,23 @@ class Script:
     def next_step(self, request: dict[str, Any]) -> Step:
         with self.lock:
             self.requests.append(request)
+            refusal = self.refuse.get(form_of(self.kind, request["json"]))
+            if refusal is not None:
+                return refusal
             return self.steps.pop(0) if self.steps else self.default
 
 
-def _body(kind: Kind, text: str, model: str) -> dict[str, Any]:
+def form_of(kind: Kind, payload: dict[str, Any]) -> str:
+    """The structured-output form a request asks in (see the module's docstring)."""
+    if kind == "openai":
+        return str((payload.get("response_format") or {}).get("type", "text"))
+    if payload.get("tools"):
+        return "tool_use"
+    messages = payload.get("messages") or [{}]
+    return "prefill" if messages[-1].get("role") == "assistant" else "text"
+
+
+def _body(kind: Kind, text: str, model: str, form: str = "text") -> dict[str, Any]:
     if kind == "openai":
         return {
             "id": "chatcmpl-1",
@@ -94,11 +144,24 @@ def _body(kind: Kind, text: str, model: str) -> dict[str, Any]:
         "type": "message",
         "role": "assistant",
         "model": model,
-        "content": [{"type": "text", "text": text}],
-        "stop_reason": "end_turn",
+        "content": [_anthropic_block(text, form)],
+        "stop_reason": "tool_use" if form == "tool_use" else "end_turn",
         "stop_sequence": None,
         "usage": {"input_tokens": TOKENS_IN, "output_tokens": TOKENS_OUT},
     }
+
+
+def _anthropic_block(text: str, form: str) -> dict[str, Any]:
+    if form == "tool_use":  # the forced tool's input: the reply's JSON object
+        try:
+            value = json.loads(text)
+        except json.JSONDecodeError:
+            value = None
+        given = value if isinstance(value, dict) else {"unparsed": text}
+        return {"type": "tool_use", "id": "toolu_1", "name": "answer", "input": given}
+    if form == "prefill" and text.startswith("{"):  # it continues after the prefilled "{"
+        text = text[1:]
+    return {"type": "text", "text": text}
 
 
 def _handler(script: Script) -> type[BaseHTTPRequestHandler]:
@@ -122,11 +185,15 @@ def _handler(script: Script) -> type[BaseHTTPRequestHandler]:
             headers = {k.lower(): v for k, v in self.headers.items()}
             step = script.next_step({"path": self.path, "headers": headers, "json": payload})
             model = str(payload.get("model", "?"))
+            form = form_of(script.kind, payload)
+            if isinstance(step, Die):
+                self.close_connection = True
+                return
             if isinstance(step, Slow):
                 time.sleep(step.seconds)
                 step = Reply(step.text)
             if isinstance(step, Reply):
-                self._send(200, json.dumps(_body(script.kind, step.text, model)))
+                self._send(200, json.dumps(_body(script.kind, step.text, model, form)))
             elif isinstance(step, Raw):
                 self._send(200, step.body)
             elif isinstance(step, Refuse):

@@ -15,7 +15,23 @@ from typing import Any
 
 import pytest
 
-from llm_server import TOKENS_IN, TOKENS_OUT, Raw, Reply, Script, Slow, Status, serve
+from llm_server import (
+    LLAMA_CPP,
+    LLAMA_CPP_REFUSAL,
+    NO_TOOLS,
+    NO_TOOLS_NO_PREFILL,
+    TEXT_ONLY,
+    TOKENS_IN,
+    TOKENS_OUT,
+    Die,
+    Raw,
+    Refuse,
+    Reply,
+    Script,
+    Slow,
+    Status,
+    serve,
+)
 from memlane import Settings
 from memlane.config import LLMSettings
 from memlane.errors import ConfigError, LLMError
@@ -95,9 +111,25 @@ def test_openai_asks_for_a_json_schema() -> None:
     assert "action" in fmt["json_schema"]["schema"]["properties"]
 
 
-def test_an_answer_in_a_code_fence_is_accepted(kind: str, script: Script, base_url: str) -> None:
-    script.steps = [Reply(f"Here you go:\n```json\n{MERGE}\n```")]
-    assert provider(kind, base_url).verify_duplicate("a", "b").action == "merge"
+#: A server of each kind that answers in plain text only.
+PLAIN = {"openai": TEXT_ONLY, "anthropic": NO_TOOLS_NO_PREFILL}
+
+
+@pytest.mark.parametrize(
+    "wrapped",
+    [
+        "Here you go:\n```json\n{answer}\n```",
+        "{answer}\nI hope this helps {{the model rambles}}",
+        "Thinking {{not json}} ... {answer}",
+    ],
+)
+def test_a_text_answer_around_its_json_is_accepted(kind: str, wrapped: str) -> None:
+    """Plain text (the weakest form): the first JSON object in it is the answer."""
+    script = Script(kind, steps=[Reply(wrapped.format(answer=MERGE))], refuse=PLAIN[kind])  # type: ignore[arg-type]
+    with serve(script) as url:
+        llm = provider(kind, url)
+        assert llm.verify_duplicate("a", "b").action == "merge"
+        assert llm.form == "text"
 
 
 def test_a_slow_answer_past_the_timeout_fails_fast(
@@ -250,19 +282,140 @@ def test_a_provider_whose_sdk_is_missing_names_the_extra_to_install(
     assert "llm.provider" in str(err.value) and "memlane[llm]" in str(err.value)
 
 
-def test_a_server_without_json_schema_is_asked_with_json_object() -> None:
-    """llama-cpp-python's server takes ``response_format`` ``text`` or ``json_object`` only: the
-    provider switches to ``json_object`` (schema without length limits) and stays there."""
-    from llm_server import Refuse
-
-    refusal = "Input should be 'text' or 'json_object', input: 'json_schema'"
+def test_a_server_without_json_schema_is_asked_with_json_object(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """llama-cpp-python's server answers 500 to ``json_schema``: the endpoint moves to
+    ``json_object`` (the schema in the prompt and as ``schema``) once, logged with the server's
+    words, and stays there; no call fails for it."""
     ok = json.dumps({"action": "keep", "merged_text": None, "reasoning": "x"})
-    script = Script("openai", steps=[Refuse(500, refusal), Reply(ok), Reply(ok)])
-    with serve(script) as url:
-        llm = make_llm(LLMSettings(provider="openai", model="m", base_url=url, max_retries=0))
-        assert llm is not None
+    script = Script("openai", steps=[Reply(ok), Reply(ok)], refuse=LLAMA_CPP)
+    with serve(script) as url, caplog.at_level(logging.WARNING, logger="memlane.llm"):
+        llm = provider("openai", url)
         assert llm.verify_duplicate("a", "b").action == "keep"
         assert llm.verify_duplicate("c", "d").action == "keep"
+        again = provider("openai", url)  # a new provider for the same server knows it already
+        assert again.form == "json_object"
     formats = [r["json"]["response_format"] for r in script.requests]
     assert [f["type"] for f in formats] == ["json_schema", "json_object", "json_object"]
-    assert "maxLength" in json.dumps(formats[0]) and "maxLength" not in json.dumps(formats[1])
+    assert "action" in formats[1]["schema"]["properties"]
+    assert "maxLength" not in json.dumps(formats)  # llama.cpp cannot compile a grammar from it
+    system = script.requests[1]["json"]["messages"][0]["content"]
+    assert '"action"' in system and "JSON schema" in system
+    assert llm.stats.as_dict()["failures"] == 0 and llm.stats.as_dict()["refused"] == 0
+    (change,) = llm.form_changes()
+    assert (change.refused, change.now) == ("json_schema", "json_object")
+    line = change.line()
+    assert "rejected response_format json_schema" in line
+    assert "Input should be 'text' or 'json_object'" in line and "\n" not in line
+    assert any(line in r.getMessage() for r in caplog.records)
+
+
+def test_a_server_without_response_format_is_asked_in_text() -> None:
+    ok = json.dumps({"action": "reject", "merged_text": None, "reasoning": "same"})
+    script = Script("openai", steps=[Reply(f"Sure! {ok}")], refuse=TEXT_ONLY)
+    with serve(script) as url:
+        llm = provider("openai", url)
+        assert llm.verify_duplicate("a", "b").action == "reject"
+    forms = [r["json"].get("response_format", {}).get("type", "text") for r in script.requests]
+    assert forms == ["json_schema", "json_object", "text"]
+    assert "response_format" not in script.requests[-1]["json"]
+    assert "JSON schema" in script.requests[-1]["json"]["messages"][0]["content"]
+    assert [c.now for c in llm.form_changes()] == ["json_object", "text"]
+
+
+def test_anthropic_asks_with_a_forced_tool_and_reads_its_input() -> None:
+    script = Script("anthropic", steps=[Reply(MERGE)])
+    with serve(script) as url:
+        verdict = provider("anthropic", url).verify_duplicate("a b", "a b c")
+    assert verdict.action == "merge" and verdict.merged_text == "Alice likes tea and green tea"
+    body = script.requests[0]["json"]
+    (tool,) = body["tools"]
+    assert body["tool_choice"] == {"type": "tool", "name": tool["name"]}
+    assert "action" in tool["input_schema"]["properties"]
+
+
+@pytest.mark.parametrize(
+    ("refuse", "forms"),
+    [(NO_TOOLS, ["tool_use", "prefill"]), (NO_TOOLS_NO_PREFILL, ["tool_use", "prefill", "text"])],
+)
+def test_anthropic_without_tools_falls_back_to_a_prefill_then_text(
+    refuse: dict[str, Refuse], forms: list[str]
+) -> None:
+    script = Script("anthropic", steps=[Reply(MERGE)], refuse=refuse)
+    with serve(script) as url:
+        llm = provider("anthropic", url)
+        assert llm.verify_duplicate("a", "b").action == "merge"
+    from llm_server import form_of
+
+    assert [form_of("anthropic", r["json"]) for r in script.requests] == forms
+    assert llm.form == forms[-1] and llm.stats.as_dict()["failures"] == 0
+
+
+def test_a_refusal_that_is_not_about_the_form_is_a_true_error() -> None:
+    """A 400 about something else (the model) is reported as it is, no form is dropped."""
+    script = Script("openai", default=Refuse(400, "model 'nope' not found, try pulling it first"))
+    with serve(script) as url:
+        llm = provider("openai", url)
+        with pytest.raises(LLMError) as err:
+            llm.verify_duplicate("a", "b")
+    assert len(script.requests) == 1 and llm.form == "json_schema"
+    msg = str(err.value)
+    assert f"the server at {url} answered HTTP 400: model 'nope' not found" in msg
+    assert "check llm.model" in msg and "Connection error" not in msg
+    assert llm.stats.as_dict()["refused"] == 1
+
+
+def test_a_500_is_reported_with_the_servers_message_not_as_a_connection_error() -> None:
+    script = Script("openai", default=Refuse(500, "llama_decode failed: KV cache is full"))
+    with serve(script) as url, pytest.raises(LLMError) as err:
+        provider("openai", url).verify_duplicate("a", "b")
+    assert "HTTP 500: llama_decode failed: KV cache is full (the server failed: see its log)" in (
+        str(err.value)
+    )
+
+
+def test_the_llama_cpp_refusal_on_the_last_form_is_reported_as_it_is() -> None:
+    """A server that refuses every form: the last refusal is the error, on one line."""
+    refuse = {**TEXT_ONLY, "text": Refuse(500, LLAMA_CPP_REFUSAL)}
+    script = Script("openai", refuse=refuse)
+    with serve(script) as url, pytest.raises(LLMError) as err:
+        provider("openai", url).verify_duplicate("a", "b")
+    assert "answered HTTP 500: 1 validation error" in str(err.value)
+    assert "\n" not in str(err.value)
+
+
+def test_a_server_that_dies_is_reported_as_closing_the_connection(kind: str) -> None:
+    script = Script(kind, default=Die())  # type: ignore[arg-type]
+    with serve(script) as url, pytest.raises(LLMError) as err:
+        provider(kind, url).verify_duplicate("a", "b")
+    msg = str(err.value)
+    assert f"the server at {url.rstrip('/')} closed the connection without an answer" in msg
+    assert "Connection error" not in msg
+
+
+def test_nothing_listening_is_reported_as_such(kind: str) -> None:
+    from server_support import free_port
+
+    url = f"http://127.0.0.1:{free_port()}" + ("/v1" if kind == "openai" else "")
+    with pytest.raises(LLMError) as err:
+        provider(kind, url).verify_duplicate("a", "b")
+    assert f"nothing answers at {url}: start the server, or fix llm.base_url" in str(err.value)
+
+
+def test_a_malformed_answer_says_where_and_what_it_was(kind: str) -> None:
+    script = Script(kind, steps=[Reply('{"action": "maybe", "reasoning": "?"}')])  # type: ignore[arg-type]
+    with serve(script) as url:
+        llm = provider(kind, url)
+        with pytest.raises(LLMError) as err:
+            llm.verify_duplicate("a", "b")
+    msg = str(err.value)
+    assert "malformed verify answer (literal_error at action" in msg and "maybe" in msg
+    stats = llm.stats.as_dict()
+    assert stats["malformed"] == 1 and stats["refused"] == 0
+    assert stats["by_kind"]["verify"] == {
+        "calls": 1,
+        "failures": 1,
+        "tokens_in": TOKENS_IN,
+        "tokens_out": TOKENS_OUT,
+    }

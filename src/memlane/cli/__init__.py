@@ -10,6 +10,7 @@ from memlane.cli import (  # noqa: F401  (registers commands)
     hooks,
     janitor,
     learn,
+    llm,
     mcp,
     memories,
     postgres,

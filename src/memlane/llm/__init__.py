@@ -98,37 +98,68 @@ class Merger(Protocol):
 
 
 class LLMStats:
-    """Counters of one process's LLM calls (thread-safe): calls, failures, tokens, latency."""
+    """Counters of one process's LLM calls (thread-safe): calls, failures, tokens, latency;
+    ``refused``: calls the server answered with an HTTP error; ``malformed``: calls answered
+    with text that is not the JSON asked for (or JSON that is unusable); ``by_kind``: calls,
+    failures and tokens per kind of call (``verify``, ``verify-many``, ``janitor``, ``learn``)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self.calls = 0
         self.failures = 0
+        self.refused = 0
+        self.malformed = 0
         self.tokens_in = 0
         self.tokens_out = 0
         self.latency_s = 0.0
+        self.by_kind: dict[str, dict[str, int]] = {}
 
-    def record(self, *, ok: bool, tokens_in: int, tokens_out: int, latency_s: float) -> None:
+    def record(
+        self,
+        *,
+        ok: bool,
+        tokens_in: int,
+        tokens_out: int,
+        latency_s: float,
+        kind: str = "other",
+        refused: bool = False,
+        malformed: bool = False,
+    ) -> None:
         with self._lock:
             self.calls += 1
             self.failures += 0 if ok else 1
+            self.refused += int(refused)
+            self.malformed += int(malformed)
             self.tokens_in += tokens_in
             self.tokens_out += tokens_out
             self.latency_s += latency_s
+            k = self.by_kind.setdefault(
+                kind, {"calls": 0, "failures": 0, "tokens_in": 0, "tokens_out": 0}
+            )
+            k["calls"] += 1
+            k["failures"] += 0 if ok else 1
+            k["tokens_in"] += tokens_in
+            k["tokens_out"] += tokens_out
 
-    def mark_failed(self) -> None:
+    def mark_failed(self, kind: str = "other") -> None:
         """The last call answered valid JSON that was still unusable (counted as a failure)."""
         with self._lock:
             self.failures += 1
+            self.malformed += 1
+            if kind in self.by_kind:
+                self.by_kind[kind]["failures"] += 1
 
     def as_dict(self) -> dict[str, Any]:
         with self._lock:
             return {
                 "calls": self.calls,
                 "failures": self.failures,
+                "refused": self.refused,
+                "malformed": self.malformed,
                 "tokens_in": self.tokens_in,
                 "tokens_out": self.tokens_out,
                 "latency_s": round(self.latency_s, 4),
+                "by_kind": {k: dict(v) for k, v in self.by_kind.items()},
             }
 
 

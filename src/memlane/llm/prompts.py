@@ -110,7 +110,9 @@ class LearnedMemory(_Answer):
 class LearnAnswer(_Answer):
     """The model's answer to :data:`LEARN_SYSTEM`."""
 
-    memories: list[LearnedMemory] = Field(default_factory=list, max_length=200)
+    #: Required: an answer without it is malformed, not "nothing to learn" (a small model that
+    #: answers some other JSON must not look like a conversation with nothing worth keeping).
+    memories: list[LearnedMemory] = Field(max_length=200)
 
 
 def json_schema(model: type[BaseModel]) -> dict[str, Any]:

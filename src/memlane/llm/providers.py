@@ -1,14 +1,19 @@
 """The LLM providers: OpenAI-compatible chat completions and Anthropic messages.
 
 Each imports its SDK only when built (``pip install 'memlane[llm]'``). Every call is logged
-(model, tokens in/out, latency) on the ``memlane.llm`` logger and counted in :attr:`stats`. Any
-failure — a timeout, a 429 or 5xx after the SDK's retries, an answer that is not the JSON asked
-for — raises :class:`~memlane.errors.LLMError`: the write path falls back, never crashes.
+(model, tokens in/out, latency) on the ``memlane.llm`` logger and counted in :attr:`stats`. The
+answer's form is negotiated per endpoint (:mod:`memlane.llm.formats`: ``json_schema``, else
+``json_object``, else text; tool use, else a prefill, else text) and every answer is validated
+against its pydantic schema. Any failure — a timeout, an HTTP error after the SDK's retries, a
+server that closed the connection, an answer that is not the JSON asked for — raises
+:class:`~memlane.errors.LLMError` with one line that says what it was
+(:func:`memlane.llm.failures.describe`): the write path falls back, never crashes.
 """
 
 from __future__ import annotations
 
 import importlib
+import json
 import logging
 import os
 import time
@@ -21,6 +26,17 @@ from memlane.config import LLMSettings
 from memlane.errors import ConfigError, LLMError
 from memlane.llm import ExtractedMemory, LLMStats, LLMVerdict, MergeVerdict
 from memlane.llm import prompts as P
+from memlane.llm.failures import describe
+from memlane.llm.formats import (
+    ANTHROPIC_FORMS,
+    OPENAI_FORMS,
+    FormChange,
+    FormNegotiator,
+    json_text,
+    refusal,
+    with_schema,
+    without_lengths,
+)
 
 log = logging.getLogger("memlane.llm")
 
@@ -52,28 +68,14 @@ def _sdk(provider: str) -> ModuleType:
         ) from None
 
 
-def _json_text(text: str) -> str:
-    """The JSON object in ``text``: code fences and prose around it removed."""
-    start, end = text.find("{"), text.rfind("}")
-    return text[start : end + 1] if 0 <= start < end else text
-
-
-def _without_lengths(schema: Any) -> Any:
-    """``schema`` without its ``maxLength`` / ``maxItems`` / ``minLength`` limits."""
-    if isinstance(schema, dict):
-        drop = {"maxLength", "maxItems", "minLength"}
-        return {k: _without_lengths(v) for k, v in schema.items() if k not in drop}
-    if isinstance(schema, list):
-        return [_without_lengths(v) for v in schema]
-    return schema
-
-
 class ChatLLM:
-    """What both providers share: prompts, validation, logging and counting."""
+    """What both providers share: prompts, form negotiation, validation, logging and counting."""
 
     #: The SDK's module name and its client class, filled in by each provider.
     provider = "?"
     _client_class = "?"
+    #: The forms this provider can ask in, shared by every object of the class (per endpoint).
+    negotiator = FormNegotiator(("text",))
 
     def __init__(self, settings: LLMSettings) -> None:
         self.settings = settings
@@ -86,43 +88,83 @@ class ChatLLM:
             timeout=settings.timeout_s,
             max_retries=settings.max_retries,
         )
+        #: The server's URL, as the SDK resolved it (the official endpoint without base_url).
+        self.endpoint = str(self._client.base_url).rstrip("/")
+
+    @property
+    def form(self) -> str:
+        """The form the next call asks in (``json_schema``, ``json_object``, ``text``;
+        ``tool_use``, ``prefill``, ``text``)."""
+        return self.negotiator.form(self.endpoint)
+
+    def form_changes(self) -> list[FormChange]:
+        """The forms this endpoint refused, oldest first (what ``memlane llm check`` shows)."""
+        return self.negotiator.changes(self.endpoint)
+
+    def _send(self, form: str, system: str, user: str, name: str, schema: dict[str, Any]) -> Any:
+        """One request in ``form``: returns ``(text, tokens_in, tokens_out)``."""
+        raise NotImplementedError
 
     def _complete(self, system: str, user: str, name: str, schema: dict[str, Any]) -> Any:
-        """One call: returns ``(text, tokens_in, tokens_out)``."""
-        raise NotImplementedError
+        """One call in the endpoint's form; a refusal of the form moves the endpoint to the next
+        one and sends the call again. Returns ``(text, tokens_in, tokens_out)``."""
+        schema = without_lengths(schema)
+        while True:
+            form = self.form
+            try:
+                return self._send(form, system, user, name, schema)
+            except Exception as exc:
+                message = refusal(exc, form)
+                if message is None or self.negotiator.refused(self.endpoint, form, message) is None:
+                    raise
 
     def _ask(self, system: str, user: str, answer: type[_A], purpose: str) -> _A:
         start = time.perf_counter()
         tokens_in = tokens_out = 0
-        ok = False
+        ok = refused = malformed = False
         try:
             text, tokens_in, tokens_out = self._complete(
                 system, user, answer.__name__, P.json_schema(answer)
             )
-            parsed = answer.model_validate_json(_json_text(text))
+            try:
+                parsed = answer.model_validate_json(json_text(text))
+            except ValidationError as exc:
+                malformed = True
+                first = exc.errors()[0]
+                where = ".".join(str(x) for x in first["loc"]) or "answer"
+                raise LLMError(
+                    f"{self.provider} model {self.model!r} gave a malformed {purpose} answer "
+                    f"({first['type']} at {where}: {first['msg']}; it answered "
+                    f"{_excerpt(text)})"
+                ) from None
             ok = True
             return parsed
-        except ValidationError as exc:
-            first = exc.errors()[0]
-            raise LLMError(
-                f"{self.provider} model {self.model!r} gave a malformed {purpose} answer "
-                f"({first['type']}: {first['msg']})"
-            ) from None
         except (LLMError, ConfigError):
             raise
         except Exception as exc:  # the SDKs' timeout, status and connection errors
+            refused = isinstance(getattr(exc, "status_code", None), int)
             raise LLMError(
                 f"{self.provider} model {self.model!r} failed on {purpose}: "
-                f"{type(exc).__name__}: {exc}"
+                f"{describe(exc, self.endpoint, self.settings.timeout_s)}"
             ) from exc
         finally:
             latency = time.perf_counter() - start
-            self.stats.record(ok=ok, tokens_in=tokens_in, tokens_out=tokens_out, latency_s=latency)
+            self.stats.record(
+                ok=ok,
+                tokens_in=tokens_in,
+                tokens_out=tokens_out,
+                latency_s=latency,
+                kind=purpose,
+                refused=refused,
+                malformed=malformed,
+            )
             log.info(
-                "llm %s provider=%s model=%s tokens_in=%d tokens_out=%d latency_s=%.3f ok=%s",
+                "llm %s provider=%s model=%s form=%s tokens_in=%d tokens_out=%d latency_s=%.3f "
+                "ok=%s",
                 purpose,
                 self.provider,
                 self.model,
+                self.form,
                 tokens_in,
                 tokens_out,
                 latency,
@@ -144,7 +186,7 @@ class ChatLLM:
         a = self._ask(P.VERIFY_MANY_SYSTEM, user, P.VerifyManyAnswer, "verify-many")
         by_pair = {x.pair: x for x in a.answers}
         if sorted(by_pair) != list(range(1, len(pairs) + 1)) or len(a.answers) != len(pairs):
-            self.stats.mark_failed()
+            self.stats.mark_failed("verify-many")
             raise LLMError(
                 f"{self.provider} model {self.model!r} answered pairs {sorted(by_pair)} of "
                 f"{len(pairs)}"
@@ -163,7 +205,7 @@ class ChatLLM:
         )
         members = tuple(sorted({m - 1 for m in a.members}))
         if any(not 0 <= m < len(texts) for m in members):
-            self.stats.mark_failed()
+            self.stats.mark_failed("janitor")
             raise LLMError(
                 f"{self.provider} model {self.model!r} named members {a.members} of a list of "
                 f"{len(texts)} memories"
@@ -184,43 +226,30 @@ class OpenAILLM(ChatLLM):
 
     _client_class = "OpenAI"
 
-    #: The structured-output form the server accepts: OpenAI's ``json_schema`` first; a server
-    #: that refuses it (llama-cpp-python's takes only ``text`` / ``json_object``, with the schema
-    #: as ``schema``: "Input should be 'text' or 'json_object'") is asked with ``json_object``
-    #: from then on.
-    _json_object = False
+    negotiator = FormNegotiator(OPENAI_FORMS)
 
-    def _complete(self, system: str, user: str, name: str, schema: dict[str, Any]) -> Any:
+    def _send(self, form: str, system: str, user: str, name: str, schema: dict[str, Any]) -> Any:
         s = self.settings
-
-        def create(response_format: dict[str, Any]) -> Any:
-            return self._client.chat.completions.create(
-                model=s.model,
-                messages=[
-                    {"role": "system", "content": system},
-                    {"role": "user", "content": user},
-                ],
-                temperature=s.temperature,
-                max_tokens=s.max_tokens,
-                response_format=response_format,
-            )
-
-        # without length limits: llama.cpp turns maxLength 2000 into a grammar it cannot parse
-        # (pydantic still checks every answer here)
-        as_object = {"type": "json_object", "schema": _without_lengths(schema)}
-        if self._json_object:
-            resp = create(as_object)
-        else:
-            try:
-                resp = create(
-                    {"type": "json_schema", "json_schema": {"name": name, "schema": schema}}
-                )
-            except Exception as exc:
-                if "json_object" not in str(exc) or "json_schema" not in str(exc):
-                    raise
-                log.info("llm: %s refuses json_schema; using json_object", s.base_url)
-                self._json_object = True
-                resp = create(as_object)
+        extra: dict[str, Any] = {}
+        if form == "json_schema":
+            extra["response_format"] = {
+                "type": "json_schema",
+                "json_schema": {"name": name, "schema": schema},
+            }
+        else:  # the schema in the prompt; json_object also sends it (llama.cpp: a grammar)
+            system = with_schema(system, schema)
+            if form == "json_object":
+                extra["response_format"] = {"type": "json_object", "schema": schema}
+        resp = self._client.chat.completions.create(
+            model=s.model,
+            messages=[
+                {"role": "system", "content": system},
+                {"role": "user", "content": user},
+            ],
+            temperature=s.temperature,
+            max_tokens=s.max_tokens,
+            **extra,
+        )
         text = resp.choices[0].message.content if resp.choices else None
         usage = resp.usage
         return (
@@ -237,15 +266,41 @@ class AnthropicLLM(ChatLLM):
 
     _client_class = "Anthropic"
 
-    def _complete(self, system: str, user: str, name: str, schema: dict[str, Any]) -> Any:
+    negotiator = FormNegotiator(ANTHROPIC_FORMS)
+
+    def _send(self, form: str, system: str, user: str, name: str, schema: dict[str, Any]) -> Any:
         s = self.settings
+        messages: list[dict[str, Any]] = [{"role": "user", "content": user}]
+        extra: dict[str, Any] = {}
+        if form == "tool_use":  # the answer is the forced tool call's input
+            extra["tools"] = [
+                {"name": name, "description": "Give the answer.", "input_schema": schema}
+            ]
+            extra["tool_choice"] = {"type": "tool", "name": name}
+        else:
+            system = with_schema(system, schema)
+            if form == "prefill":  # the model continues an answer that starts with "{"
+                messages.append({"role": "assistant", "content": "{"})
         resp = self._client.messages.create(
             model=s.model,
             max_tokens=s.max_tokens,
             system=system,
-            messages=[{"role": "user", "content": user}],
+            messages=messages,
             # Not a typed argument of this SDK version; the messages API accepts it.
             extra_body={"temperature": s.temperature},
+            **extra,
         )
-        text = "".join(getattr(b, "text", "") for b in resp.content if b.type == "text")
+        tools = [b for b in resp.content if b.type == "tool_use"]
+        if tools:
+            text = json.dumps(tools[0].input)
+        else:
+            text = "".join(getattr(b, "text", "") for b in resp.content if b.type == "text")
+            if form == "prefill" and not text.lstrip().startswith("{"):
+                text = "{" + text
         return text, resp.usage.input_tokens, resp.usage.output_tokens
+
+
+def _excerpt(text: str, limit: int = 120) -> str:
+    """``text`` on one line, cut to ``limit`` characters, quoted (for an error message)."""
+    line = " ".join(text.split())
+    return repr(line if len(line) <= limit else line[: limit - 3] + "...")
