@@ -15,6 +15,7 @@ from memlane import MemoryEngine
 from memlane.cli import app
 from memlane.errors import InvalidArgument
 from memlane.eval.replay import is_beam, load_beam, load_conversations, replay_file
+from memlane.retrieval import LEVERS
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "tests" / "data" / "beam_sample"
@@ -64,7 +65,7 @@ def test_format_is_recognised_from_the_files(tmp_path: Path) -> None:
 @pytest.fixture
 def report(hash_home: Path, tmp_path: Path) -> tuple[dict[str, Any], Path]:
     home = tmp_path / "kept"
-    return replay_file(SAMPLE, home=home), home
+    return replay_file(SAMPLE, home=home, recipes=(LEVERS["fts-7"],)), home
 
 
 def test_report_in_the_locomo_shape(report: tuple[dict[str, Any], Path]) -> None:
@@ -89,8 +90,10 @@ def test_report_in_the_locomo_shape(report: tuple[dict[str, Any], Path]) -> None
         "event_ordering",
     }
     assert ret["by_category"]["knowledge_update"]["name"] == "knowledge_update"
-    for mode in ("vector", "fts"):
+    assert list(ret["baselines"]) == ["vector", "fts", "fts-7"]  # a recipe, side by side
+    for mode in ("vector", "fts", "fts-7"):
         assert ret["baselines"][mode]["questions"] == 6
+        assert set(ret["baselines"][mode]["by_category"]) == set(ret["by_category"])
     # the question that shares its words with the one message it cites finds it
     assert ret["by_category"]["information_extraction"]["recall_at_10"] == 1.0
     assert ret["recall_at_10"] >= 0.5
@@ -112,10 +115,14 @@ def test_messages_are_stored_in_order_per_batch(report: tuple[dict[str, Any], Pa
 
 def test_cli_takes_the_parent_folder(hash_home: Path, tmp_path: Path) -> None:
     out = tmp_path / "r.json"
-    result = CliRunner().invoke(app, ["replay", str(SAMPLE), "-c", "2", "--out", str(out)])
+    args = ["replay", str(SAMPLE), "-c", "2", "--recipe", "fts-5", "--out", str(out)]
+    result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output
+    assert "fts-5" in result.stdout
     assert "preference_following" in result.stdout
     saved = json.loads(out.read_text(encoding="utf-8"))
     assert saved["conversations"] == ["2"] and saved["retrieval"]["questions"] == 2
+    unknown = CliRunner().invoke(app, ["replay", str(SAMPLE), "--recipe", "magic"])
+    assert unknown.exit_code == InvalidArgument.exit_code and "known: hybrid" in unknown.stderr
     empty = CliRunner().invoke(app, ["replay", str(tmp_path)])
     assert empty.exit_code == InvalidArgument.exit_code and "holds no BEAM chat" in empty.stderr

@@ -290,3 +290,43 @@ def test_a_type_filter_finds_its_memories_behind_many_of_other_types(
     for mode in ("hybrid", "vector", "fts"):
         hits = engine.search("orion rocket test fired", types=["preference"], mode=mode)
         assert [h.memory.id for h in hits] == [liked], mode
+
+
+# --- recipes and fusion levers (issue 26) ------------------------------------------------------
+
+
+def test_a_recipe_runs_like_its_mode(filled: MemoryEngine) -> None:
+    from memlane.retrieval import RECIPES, Recipe
+
+    for mode in ("hybrid", "vector", "fts"):
+        by_mode = filled.retriever.search(QUERY, mode=mode, record_access=False)
+        by_recipe = filled.retriever.search(QUERY, mode=RECIPES[mode], record_access=False)
+        assert [(h.memory.id, h.ranks) for h in by_recipe] == [
+            (h.memory.id, h.ranks) for h in by_mode
+        ]
+    only_fts = Recipe("bm25 only, no floor", ("fts",), expand=False, floor=False)
+    assert contents(filled.retriever.search(QUERY, mode=only_fts)) == [DARK, BASEMENT]
+
+
+def test_fts_candidates_and_floor_are_levers(make_engine: MakeEngine) -> None:
+    from memlane.retrieval import LEVERS
+
+    def build(**retrieval: float) -> MemoryEngine:
+        # the relevance floor off, so only the full-text levers decide who is left out
+        engine = make_engine(retrieval={"floor_relative": 0.0, "floor_absolute": -1.0, **retrieval})
+        for text in (DARK, BASEMENT, TEA):
+            engine.add(text)
+        return engine
+
+    def ranks(engine: MemoryEngine) -> dict[str, dict[str, int]]:
+        return {h.memory.content: dict(h.ranks) for h in engine.search(QUERY)}
+
+    # "dark" matches BASEMENT by word, though its cosine to the query is far below DARK's
+    assert ranks(build())[BASEMENT]["fts"] == 2
+    strict = build(fts_floor_relative=0.9)
+    assert "fts" not in ranks(strict)[BASEMENT]  # still found by the vector leg
+    assert ranks(strict)[DARK] == {"vector": 1, "fts": 1}
+    assert "fts" not in ranks(build(fts_candidates=1))[BASEMENT]
+    plain = build()
+    lever = plain.retriever.search(QUERY, mode=LEVERS["fts-cos-0.9"], record_access=False)
+    assert all("fts" not in h.ranks for h in lever if h.memory.content == BASEMENT)

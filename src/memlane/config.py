@@ -208,6 +208,13 @@ class RetrievalSettings(_Section):
     #: with k = 60, deep candidates let items ranked ~40th by both legs outrank the top hit of
     #: one leg. LoCoMo dev, evidence recall@10 (docs/replay.md): 50 -> 0.606, 10 -> 0.632.
     candidates: int = Field(default=10, ge=1, le=1000)
+    #: Candidates of the full-text leg when not 0 (else ``candidates``): fewer BM25 candidates
+    #: than vector ones (docs/replay.md, "Fusion levers").
+    fts_candidates: int = Field(default=0, ge=0, le=1000)
+    #: A full-text hit joins the fusion only when its cosine to the query is at least this times
+    #: the best cosine of the vector leg (0 = every hit): BM25 matches on words a long, generic
+    #: text happens to contain (docs/replay.md, "Fusion levers").
+    fts_floor_relative: float = Field(default=0.0, ge=0, le=1)
     #: Weights of the legs in the fused score.
     vector_weight: float = Field(default=1.0, ge=0)
     fts_weight: float = Field(default=1.0, ge=0)

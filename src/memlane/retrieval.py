@@ -129,6 +129,27 @@ class Recipe:
         return cfg.model_copy(update=dict(self.settings)) if self.settings else cfg
 
 
+def _lever(name: str, **settings: Any) -> Recipe:
+    return Recipe(name, ("vector", "fts"), settings=settings)
+
+
+#: Fusion levers as recipes, for ``memlane replay --recipe NAME`` (docs/replay.md, "Fusion
+#: levers"): each is the hybrid recipe with some ``[retrieval]`` settings changed.
+LEVERS: dict[str, Recipe] = {
+    r.name: r
+    for r in (
+        Recipe("no-neighbours", ("vector", "fts"), settings={"neighbour_seeds": 0}),
+        _lever("fts-5", fts_candidates=5),
+        _lever("fts-7", fts_candidates=7),
+        _lever("fts-cos-0.7", fts_floor_relative=0.7),
+        _lever("fts-cos-0.8", fts_floor_relative=0.8),
+        _lever("fts-cos-0.9", fts_floor_relative=0.9),
+        _lever("fts-7-cos-0.7", fts_candidates=7, fts_floor_relative=0.7),
+        _lever("fts-7-cos-0.8", fts_candidates=7, fts_floor_relative=0.8),
+        _lever("fts-5-cos-0.8", fts_candidates=5, fts_floor_relative=0.8),
+    )
+}
+
 #: The search modes as recipes: ``hybrid`` (vector + BM25, reciprocal rank fusion, expanded by
 #: the neighbour and graph legs), and each ranked leg alone (the baselines).
 RECIPES: dict[str, Recipe] = {
@@ -161,8 +182,17 @@ def _vector_leg(q: _Query, cosine: dict[str, float]) -> list[str]:
 
 
 def _fts_leg(q: _Query, cosine: dict[str, float]) -> list[str]:
-    """BM25 over the query's content words, best first."""
-    return [hit.id for hit in q.store.fts_search(q.owner, q.agent, q.text, q.depth, q.types)]
+    """BM25 over the query's content words, best first: ``fts_candidates`` of them (when set),
+    only those whose cosine is at least ``fts_floor_relative`` times the vector leg's best
+    (when set: their cosines are read, and go to ``cosine``)."""
+    depth = q.cfg.fts_candidates or q.depth
+    ids = [hit.id for hit in q.store.fts_search(q.owner, q.agent, q.text, depth, q.types)]
+    if q.cfg.fts_floor_relative <= 0 or not ids:
+        return ids
+    sims = q.store.cosines(q.owner, [i for i in ids if i not in cosine], q.qvec)
+    cosine.update(sims)
+    best = max(cosine.values(), default=0.0)
+    return [i for i in ids if cosine.get(i, 0.0) >= best * q.cfg.fts_floor_relative]
 
 
 def _expired_leg(q: _Query, cosine: dict[str, float]) -> list[str]:

@@ -17,7 +17,12 @@ from memlane.errors import InvalidArgument
 
 
 def run_replay(
-    chosen: list[Any], *, home: Path | None = None, source: str, learn: bool = False
+    chosen: list[Any],
+    *,
+    home: Path | None = None,
+    source: str,
+    learn: bool = False,
+    recipes: tuple[Any, ...] = (),
 ) -> dict[str, Any]:
     """Replay ``chosen`` conversations on a fresh engine with a progress bar on stderr; returns
     the report (shared by ``memlane replay`` and ``make demo``)."""
@@ -32,7 +37,9 @@ def run_replay(
         def progress(done: int, total: int, description: str) -> None:
             bar.update(task, completed=done, total=total, description=description)
 
-        return replay(engine, chosen, progress=progress, source=source, learn=learn)
+        return replay(
+            engine, chosen, progress=progress, source=source, learn=learn, recipes=recipes
+        )
 
 
 @app.command("replay")
@@ -77,6 +84,14 @@ def replay_command(
             "of storing the dataset's prepared observations (one call per session).",
         ),
     ] = False,
+    recipe: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--recipe",
+            help="Also score the questions with this retrieval recipe, side by side with the "
+            "modes (repeatable; names: memlane.retrieval.RECIPES and LEVERS).",
+        ),
+    ] = None,
     as_json: JsonOption = False,
 ) -> None:
     """Replay LoCoMo conversations or BEAM chats: store each session's observations (or, with
@@ -88,8 +103,9 @@ def replay_command(
     with handle_errors():
         if report_out is not None and report_out.is_dir():
             raise InvalidArgument(f"--out {report_out} is a folder: give a file name")
+        recipes = tuple(named_recipe(name) for name in recipe or [])
         chosen = select_conversations(load_conversations(file), conversations)
-        report = run_replay(chosen, home=home, source=str(file), learn=learn)
+        report = run_replay(chosen, home=home, source=str(file), learn=learn, recipes=recipes)
         if report_out is not None:
             report_out.parent.mkdir(parents=True, exist_ok=True)
             report_out.write_text(
@@ -118,9 +134,9 @@ def print_summary(report: dict[str, Any]) -> None:
 
     table = Table(title="Retrieval: evidence recall over the questions with evidence")
     table.add_column("questions")
-    for mode in ("hybrid", "vector", "fts"):
+    modes = {"hybrid": ret, **base}  # the modes, then any --recipe
+    for mode in modes:
         table.add_column(mode, justify="right")
-    modes = {"hybrid": ret, "vector": base["vector"], "fts": base["fts"]}
     for key, label in (
         ("recall_at_5", "recall@5"),
         ("recall_at_10", "recall@10"),
@@ -193,3 +209,14 @@ def print_summary(report: dict[str, Any]) -> None:
 def _label(category: str, name: str) -> str:
     """A category's row label: ``"1 multi-hop"`` (LoCoMo), ``"knowledge_update"`` (BEAM)."""
     return name if category == name else f"{category} {name}"
+
+
+def named_recipe(name: str) -> Any:
+    """The retrieval recipe called ``name`` (:data:`memlane.retrieval.RECIPES` or ``LEVERS``).
+    Raises :class:`InvalidArgument` naming the known ones."""
+    from memlane.retrieval import LEVERS, RECIPES
+
+    known = {**RECIPES, **LEVERS}
+    if name not in known:
+        raise InvalidArgument(f"unknown recipe {name!r}; known: {', '.join(known)}")
+    return known[name]

@@ -79,7 +79,7 @@ def _scores(results: Sequence[QuestionResult]) -> dict[str, Any]:
 
 def _retrieval(stats: Sequence[ConversationStats]) -> dict[str, Any]:
     def block(mode: str) -> dict[str, Any]:
-        results = [r for s in stats for r in s.questions[mode]]
+        results = [r for s in stats for r in s.questions.get(mode, [])]
         out = _scores(results)
         present = sorted({r.category for r in results}, key=lambda c: (isinstance(c, str), c))
         out["by_category"] = {
@@ -89,12 +89,14 @@ def _retrieval(stats: Sequence[ConversationStats]) -> dict[str, Any]:
             }
             for cat in present
         }
-        out["latency_ms"] = latency([x for s in stats for x in s.question_latencies[mode]])
+        times = [x for s in stats for x in s.question_latencies.get(mode, [])]
+        out["latency_ms"] = latency(times)
         return out
 
     main = block("hybrid")
     main["unresolved_questions"] = sum(s.unresolved_questions for s in stats)
-    main["baselines"] = {mode: block(mode) for mode in MODES if mode != "hybrid"}
+    names = dict.fromkeys(m for s in stats for m in s.questions)  # the modes, then recipes
+    main["baselines"] = {mode: block(mode) for mode in names if mode != "hybrid"}
     return main
 
 

@@ -58,6 +58,7 @@ from memlane.injection import format_block
 # does not count as an access (engine.search would touch the memories and so change the replay's
 # own later results). The naive-tokens baseline needs both.
 from memlane.injection.pipeline import build_query
+from memlane.retrieval import Recipe
 from memlane.types import MemoryType
 
 #: Results searched per question; recall is reported at 5 and 10.
@@ -94,8 +95,12 @@ def replay(
     progress: Progress | None = None,
     source: str | None = None,
     learn: bool = False,
+    recipes: Sequence[Recipe] = (),
 ) -> dict[str, Any]:
     """Replay ``conversations`` into ``engine`` (see the module docstring); returns the report.
+
+    ``recipes``: retrieval recipes (:class:`memlane.retrieval.Recipe`) whose question scores are
+    reported beside the modes' (``retrieval.baselines.<name>``).
 
     ``learn``: instead of the dataset's prepared observations, the engine's LLM learns memories
     from each session's raw dialogue (:meth:`MemoryEngine.learn`, one call per session, at the
@@ -126,9 +131,9 @@ def replay(
     stats: list[ConversationStats] = []
     for conv in conversations:
         if isinstance(conv, BeamChat):
-            stats.append(_replay_beam_one(engine, conv, count_tokens, advance))
+            stats.append(_replay_beam_one(engine, conv, count_tokens, advance, recipes))
         else:
-            stats.append(_replay_one(engine, conv, count_tokens, advance, learn))
+            stats.append(_replay_one(engine, conv, count_tokens, advance, learn, recipes))
     backend = getattr(engine.embedder, "backend", None)
     report = build_report(
         stats, engine.settings, tokenizer, None if backend is None else str(backend)
@@ -153,6 +158,7 @@ def _replay_one(
     count_tokens: Callable[[str], int],
     advance: Callable[[int, str], None],
     learn: bool = False,
+    recipes: Sequence[Recipe] = (),
 ) -> ConversationStats:
     started = time.perf_counter()
     owner = conv.sample_id
@@ -194,7 +200,7 @@ def _replay_one(
     write_observations(None)
     st.stored = engine.count(owner)
 
-    _score_questions(engine, st, owner, conv.questions, advance)
+    _score_questions(engine, st, owner, conv.questions, advance, recipes)
     st.seconds = time.perf_counter() - started
     return st
 
@@ -287,15 +293,21 @@ def _score_questions(
     owner: str,
     questions: Sequence[Question | BeamQuestion],
     advance: Callable[[int, str], None],
+    recipes: Sequence[Recipe] = (),
 ) -> None:
-    """Search every question in each mode and score evidence recall at 5 and 10 (a memory's
-    ``metadata["evidence"]``: the ids it cites)."""
+    """Search every question in each mode, and with each of ``recipes`` (side by side, under
+    its name), and score evidence recall at 5 and 10 (a memory's ``metadata["evidence"]``: the
+    ids it cites)."""
+    runs: list[tuple[str, str | Recipe]] = [(m, m) for m in MODES]
+    runs += [(r.name, r) for r in recipes if r.name not in MODES]
     for question in questions:
         wanted = set(question.evidence)
-        for mode in MODES:
+        for mode, how in runs:
             t0 = time.perf_counter()
-            hits = engine.search(question.text, owner=owner, limit=QUESTION_LIMIT, mode=mode)
-            st.question_latencies[mode].append((time.perf_counter() - t0) * 1000.0)
+            hits = engine.retriever.search(
+                question.text, owner=owner, limit=QUESTION_LIMIT, mode=how, record_access=False
+            )
+            st.question_latencies.setdefault(mode, []).append((time.perf_counter() - t0) * 1000.0)
             covered_5: set[str] = set()
             covered_10: set[str] = set()
             for rank, hit in enumerate(hits, start=1):
@@ -303,7 +315,7 @@ def _score_questions(
                 covered_10 |= cited
                 if rank <= 5:
                     covered_5 |= cited
-            st.questions[mode].append(
+            st.questions.setdefault(mode, []).append(
                 QuestionResult(
                     question.category,
                     len(covered_5) / len(wanted),
@@ -326,6 +338,7 @@ def _replay_beam_one(
     chat: BeamChat,
     count_tokens: Callable[[str], int],
     advance: Callable[[int, str], None],
+    recipes: Sequence[Recipe] = (),
 ) -> ConversationStats:
     """One BEAM chat (docs/replay.md, "BEAM"): each batch is a session; every user message is
     injected as the user wrote it (``recent``: the two messages before it), then stored with the replies that follow
@@ -358,7 +371,7 @@ def _replay_beam_one(
             )
         _store(engine, st, pending)
     st.stored = engine.count(owner)
-    _score_questions(engine, st, owner, chat.questions, advance)
+    _score_questions(engine, st, owner, chat.questions, advance, recipes)
     st.seconds = time.perf_counter() - started
     return st
 
@@ -433,6 +446,7 @@ def replay_file(
     settings: Settings | None = None,
     embedder: Embedder | None = None,
     progress: Progress | None = None,
+    recipes: Sequence[Recipe] = (),
 ) -> dict[str, Any]:
     """Load ``path`` (a LoCoMo file, or BEAM chats: :func:`load_conversations`), pick
     ``conversations`` (see :func:`select_conversations`), replay them into a fresh store (see
@@ -444,7 +458,7 @@ def replay_file(
     chosen = select_conversations(load_conversations(path), conversations)
     owners = [c.sample_id for c in chosen]
     with open_replay_engine(home, settings=settings, embedder=embedder, owners=owners) as engine:
-        return replay(engine, chosen, progress=progress, source=str(path))
+        return replay(engine, chosen, progress=progress, source=str(path), recipes=recipes)
 
 
 def load_conversations(path: str | Path) -> list[Any]:
