@@ -126,3 +126,19 @@ def test_cli_takes_the_parent_folder(hash_home: Path, tmp_path: Path) -> None:
     assert unknown.exit_code == InvalidArgument.exit_code and "known: hybrid" in unknown.stderr
     empty = CliRunner().invoke(app, ["replay", str(tmp_path)])
     assert empty.exit_code == InvalidArgument.exit_code and "holds no BEAM chat" in empty.stderr
+
+
+def test_a_message_over_the_write_limit_is_stored_in_parts() -> None:
+    from memlane.eval.replay.beam import Message
+
+    text = "\n\n".join(f"paragraph {i} " + "word " * 30 for i in range(12))
+    message = Message(7, "assistant", text)
+    assert message.memory_texts(100_000) == [message.memory_text()]
+    parts = message.memory_texts(500)
+    assert len(parts) > 1 and all(len(p) <= 500 for p in parts)
+    assert all(p.startswith("assistant: ") for p in parts)
+    # nothing lost, in order
+    joined = " ".join(p.removeprefix("assistant: ") for p in parts)
+    assert joined.split() == message.memory_text().removeprefix("assistant: ").split()
+    one_long_paragraph = Message(8, "assistant", "x" * 50 + " " + "y" * 900)
+    assert all(len(p) <= 400 for p in one_long_paragraph.memory_texts(400))

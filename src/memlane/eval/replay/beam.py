@@ -42,6 +42,32 @@ class Message:
         """What is stored: ``"<role>: <text>"`` with whitespace runs folded."""
         return f"{self.role}: {' '.join(self.text.split())}"
 
+    def memory_texts(self, max_chars: int) -> list[str]:
+        """:meth:`memory_text`, or, when longer than ``max_chars`` (the write path's limit),
+        consecutive parts of at most that many characters, cut at paragraph breaks where
+        possible (else at spaces), each ``"<role>: <part>"``."""
+        whole = self.memory_text()
+        if len(whole) <= max_chars:
+            return [whole]
+        room = max_chars - len(self.role) - 2
+        parts: list[str] = []
+        current = ""
+        for para in (" ".join(p.split()) for p in self.text.split("\n\n")):
+            while len(para) > room:  # a paragraph longer than a part: cut at a space
+                cut = para.rfind(" ", 0, room)
+                cut = cut if cut > 0 else room
+                parts.extend([current] if current else [])
+                current = ""
+                parts.append(para[:cut])
+                para = para[cut:].strip()
+            if current and len(current) + 1 + len(para) > room:
+                parts.append(current)
+                current = para
+            else:
+                current = f"{current} {para}".strip()
+        parts.extend([current] if current else [])
+        return [f"{self.role}: {p}" for p in parts if p]
+
 
 @dataclass(frozen=True, slots=True)
 class BeamQuestion:

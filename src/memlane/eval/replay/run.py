@@ -343,31 +343,34 @@ def _replay_beam_one(
     """One BEAM chat (docs/replay.md, "BEAM"): each batch is a session; every user message is
     injected as the user wrote it (``recent``: the two messages before it), then stored with the replies that follow
     it, before the next user message (one ``add_many`` per exchange, in order), each message a
-    memory ``"<role>: <text>"`` citing its own id; then the questions are scored."""
+    memory ``"<role>: <text>"`` citing its own id (a message over the write path's ``max_chars``
+    in consecutive parts, :meth:`~memlane.eval.replay.beam.Message.memory_texts`); then the
+    questions are scored."""
     started = time.perf_counter()
     owner = chat.sample_id
     st = ConversationStats(owner, sessions=len(chat.batches))
     st.unresolved_questions = chat.unresolved_questions
+    max_chars = engine.settings.dedup.max_chars
     for number, messages in chat.batches:
         session = f"{owner}:{number}"
         tracker = _Chat(engine, st, session, owner, count_tokens)
         pending: list[MemoryInput] = []
-        texts = [m.memory_text() for m in messages]
         for i, message in enumerate(messages):
             if message.role == "user":
                 _store(engine, st, pending)
                 recent = [m.text for m in messages[max(0, i - RECENT_TURNS) : i]]
                 tracker.inject(message.text, recent)
                 advance(1, f"{owner} batch {number}")
-            pending.append(
+            pending.extend(
                 MemoryInput(
-                    content=texts[i],
+                    content=text,
                     type=MemoryType.OBSERVATION,
                     owner=owner,
                     session=session,
                     source="beam-message",
                     metadata={"evidence": [str(message.id)], "role": message.role},
                 )
+                for text in message.memory_texts(max_chars)
             )
         _store(engine, st, pending)
     st.stored = engine.count(owner)
