@@ -28,7 +28,9 @@ def serve_app(backend: Backend, **settings: Any) -> Iterator[tuple[TestClient, S
     ``settings`` are overrides kept across reloads (``server={"token": ...}``)."""
     engine = backend.engine(**settings)
     state = ServerState(engine, overrides={"store": backend.store_settings(), **settings})
-    with TestClient(create_app(state), raise_server_exceptions=False) as client:
+    with TestClient(
+        create_app(state), raise_server_exceptions=False, base_url="http://localhost"
+    ) as client:
         yield client, state
 
 

@@ -80,7 +80,9 @@ def test_learn_and_the_llm_counters_over_http(store_backend: Backend) -> None:
         llm = make_llm(LLMSettings(provider="openai", model="m", base_url=url, max_retries=0))
         engine = store_backend.engine(llm=llm)
         state = ServerState(engine, overrides={"store": store_backend.store_settings()})
-        with TestClient(create_app(state), raise_server_exceptions=False) as client:
+        with TestClient(
+            create_app(state), raise_server_exceptions=False, base_url="http://localhost"
+        ) as client:
             chat = [
                 {"role": "user", "content": "I'm vegetarian, by the way."},
                 {"role": "assistant", "content": "Noted!"},

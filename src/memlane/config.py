@@ -23,6 +23,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    StringConstraints,
     ValidationError,
     ValidationInfo,
     field_validator,
@@ -38,6 +39,7 @@ from pydantic_settings import (
 
 from memlane.embeddings.profiles import MINILM, PROFILE_KEYS, Profile, profile_for
 from memlane.errors import ConfigError
+from memlane.privacy import PrivacySettings
 from memlane.types import TYPE_NAMES, MemoryType
 
 CONFIG_FILENAME = "memlane.toml"
@@ -288,14 +290,20 @@ class ServerSettings(_Section):
 
     host: str = "127.0.0.1"
     port: int = Field(default=8765, ge=1, le=65535)
-    #: Bearer token every route but ``/health`` requires when set ("" = none; loopback only).
-    token: str = ""
+    #: Bearer token every route but ``/health`` requires when set ("" or blank = none; then
+    #: loopback only).
+    token: Annotated[str, StringConstraints(strip_whitespace=True)] = ""
     #: Tokens bound to one owner: ``{owner = "token"}``; such a token sees only that owner.
-    owner_tokens: dict[str, str] = Field(default_factory=dict)
+    owner_tokens: dict[
+        str, Annotated[str, StringConstraints(strip_whitespace=True, min_length=1)]
+    ] = Field(default_factory=dict)
     #: Largest request body accepted, in bytes.
     max_body_bytes: int = Field(default=1_000_000, ge=1024)
-    #: Origins allowed by CORS (none by default: CORS off).
+    #: Origins allowed by CORS (none by default: CORS off); also allowed to change things.
     cors_origins: tuple[str, ...] = ()
+    #: Host names clients use besides the loopback names and ``host`` (the Host header of any
+    #: other name is refused with 421, against DNS rebinding); ``["*"]``: any name.
+    allowed_hosts: tuple[str, ...] = ()
 
 
 class HooksSettings(_Section):
@@ -360,6 +368,7 @@ class Settings(BaseSettings):
     retrieval: RetrievalSettings = RetrievalSettings()
     injection: InjectionSettings = InjectionSettings()
     server: ServerSettings = ServerSettings()
+    privacy: PrivacySettings = PrivacySettings()  # memlane.privacy
     hooks: HooksSettings = HooksSettings()
     agents: dict[str, AgentSettings] = Field(default_factory=dict)
     #: Resolved home folder (set by load(); not read from the file).

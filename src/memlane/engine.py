@@ -71,7 +71,9 @@ class MemoryEngine:
         self._build(settings)
 
     def _build(self, settings: Settings) -> None:
-        self.writer = WritePath(self.store, self.embeddings, settings.dedup, self.llm)
+        self.writer = WritePath(
+            self.store, self.embeddings, settings.dedup, self.llm, secrets=settings.privacy.secrets
+        )
         self.retriever = Retriever(self.store, self.embeddings, settings.retrieval)
         self.injector = Injector(self.store, self.retriever, settings.injection_for)
         self.sessions = Sessions(self.store, settings.injection_for)
@@ -313,6 +315,18 @@ class MemoryEngine:
             NotFound: no active memory with that id in the scope.
         """
         return self.writer.forget(self.get(memory_id, owner=owner, agent=agent))
+
+    def purge(
+        self, memory_id: str | None, *, owner: str = "default", agent: str | None = None
+    ) -> int:
+        """Delete a memory of the scope (any status) and every row holding its text, or with
+        ``memory_id`` None everything of ``owner`` (docs/security.md). Returns the memories
+        deleted. Raises :class:`NotFound` (no memory with that id in the scope)."""
+        _check_owner(owner, agent)
+        if memory_id is None:
+            return self.store.purge(owner)
+        memory = self.get(memory_id, owner=owner, agent=agent, include_inactive=True)
+        return self.store.purge(owner, [memory.id])
 
     # ------------------------------------------------------------------ reads
     def get(

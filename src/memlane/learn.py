@@ -20,6 +20,7 @@ from memlane.dedup.write import MemoryInput
 from memlane.errors import InvalidArgument
 from memlane.history import is_injection_text, message_text, render_transcript
 from memlane.llm import ExtractedMemory
+from memlane.privacy import for_llm
 from memlane.types import MemoryType
 
 __all__ = ["conversation_text", "read_transcript", "to_inputs"]
@@ -76,7 +77,9 @@ def read_transcript(path: str | Path) -> list[dict[str, Any]]:
 
 def conversation_text(messages: Sequence[Any]) -> str:
     """The prompt's transcript: injected ``[Context from memory]`` blocks removed (whole
-    injected messages, and an injected block that opens a message up to its first blank line)."""
+    injected messages, and an injected block that opens a message up to its first blank line);
+    ``<private>`` spans removed and secrets redacted (:func:`memlane.privacy.for_llm`): neither
+    is sent to the model."""
     cleaned: list[Any] = []
     for m in messages:
         text = message_text(m)
@@ -86,7 +89,7 @@ def conversation_text(messages: Sequence[Any]) -> str:
                 continue
             text = rest[1]
         role = m.get("role") if isinstance(m, Mapping) else None
-        cleaned.append({"role": role or "unknown", "content": text})
+        cleaned.append({"role": role or "unknown", "content": for_llm(text)})
     return render_transcript(cleaned)
 
 

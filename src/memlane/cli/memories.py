@@ -32,6 +32,7 @@ from memlane.cli.app import (
     print_json,
     progress_bar,
 )
+from memlane.cli.privacy import restore_export
 from memlane.cli.render import (
     associations_table,
     command,
@@ -48,6 +49,7 @@ from memlane.cli.render import (
 )
 from memlane.engine import MemoryInput
 from memlane.errors import InvalidMemory, MemlaneError
+from memlane.transfer import is_export
 from memlane.types import Decision, MemoryType
 
 log = logging.getLogger("memlane.cli")
@@ -172,6 +174,9 @@ def import_(
 ) -> None:
     """Import memories from a JSONL file through the write path (duplicates are not stored).
 
+    A file written by `memlane export` (its first line is the memlane-export header) is
+    restored as it was instead: same ids, statuses, timestamps and history (docs/security.md).
+
     Each line is a JSON object with "content" and optionally "type", "owner", "agent",
     "session", "importance", "source", "metadata". Blank lines are ignored. A bad line (not
     JSON, not an object, or an invalid memory: empty, too long, an injected block, unknown type
@@ -191,6 +196,9 @@ def import_(
         raise fail(f"cannot read {file}: {exc.strerror or exc}") from None
     if raw_lines and raw_lines[0].startswith(b"\xef\xbb\xbf"):  # UTF-8 byte order mark
         raw_lines[0] = raw_lines[0][3:]
+    if raw_lines and is_export(raw_lines[0].decode("utf-8", "replace")):
+        restore_export(raw_lines, home, as_json)  # memlane export's file: restored as it was
+        return
     numbered = [(n, raw) for n, raw in enumerate(raw_lines, start=1) if raw.strip()]
 
     errors: list[dict[str, Any]] = []
@@ -381,12 +389,29 @@ def forget(
     agent: AgentOption = None,
     home: HomeOption = None,
     as_json: JsonOption = False,
+    purge: Annotated[
+        bool,
+        typer.Option(
+            "--purge",
+            help="Delete it for real: its text, history, dedup log rows and index entries "
+            "(docs/security.md).",
+        ),
+    ] = False,
 ) -> None:
-    """Forget a memory: it is never searched or injected again (kept on disk with its history).
+    """Forget a memory: it is never searched or injected again (kept on disk with its history;
+    with --purge deleted from disk).
 
     Example:  memlane forget 01a1fe35-5154-71f8-bc2c-fa27e9c4001f --owner alice
     """
     with engine_for(home) as engine:
+        if purge:
+            memory = engine.get(memory_id, owner=owner, agent=agent, include_inactive=True)
+            engine.purge(memory.id, owner=owner, agent=agent)
+            if as_json:
+                print_json({"purged": [memory.id]})
+            else:
+                out.print(Text.assemble(("purged ", "red"), (memory.id, "bold")))
+            return
         memory = engine.forget(memory_id, owner=owner, agent=agent)
     if as_json:
         print_json(memory.to_dict())

@@ -7,21 +7,23 @@ settings (and the optional LLM of the gray zone). The decision itself is the pur
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from memlane import privacy
 from memlane._ids import new_id, utcnow
 from memlane._text import content_hash
 from memlane.config import DedupSettings
+from memlane.dedup.limits import check_metadata, check_text
 from memlane.dedup.pipeline import Add, Keep, KeepApart, Plan, Rewrite, decide
 from memlane.embeddings.cache import Embeddings
 from memlane.errors import InvalidMemory, NotFound
 from memlane.history import INJECTION_BLOCK_PREFIX, is_injection_text
 from memlane.llm import LLM, BatchVerifier, LLMVerdict
+from memlane.privacy import SecretsDecision
 from memlane.store.base import MemoryStore, NewDedupLog, NewMemory, Vector
 from memlane.types import (
     DEFAULT_IMPORTANCE,
@@ -85,11 +87,15 @@ class WritePath:
         embeddings: Embeddings,
         settings: DedupSettings,
         llm: LLM | None = None,
+        *,
+        secrets: SecretsDecision = "redact",
     ) -> None:
         self.store = store
         self.embeddings = embeddings
         self.settings = settings
         self.llm = llm
+        #: ``[privacy] secrets``: redact or refuse a secret (memlane.privacy).
+        self.secrets: SecretsDecision = secrets
 
     # ------------------------------------------------------------------ validation
     def validate(self, item: MemoryInput) -> NewMemory:
@@ -97,9 +103,14 @@ class WritePath:
         content = item.content
         if not isinstance(content, str):
             raise InvalidMemory(f"content must be a string, got {type(content).__name__}")
-        text = content.strip()
+        check_text("content", content)
+        cleaned, redacted = privacy.clean(content, self.secrets)
+        text = cleaned.strip()
         if not text:
-            raise InvalidMemory("content is empty: a memory needs some text")
+            raise InvalidMemory(
+                "content is empty: a memory needs some text"
+                + (" outside its <private> spans" if content.strip() else "")
+            )
         limit = self.settings.max_chars
         if len(text) > limit:
             raise InvalidMemory(
@@ -125,14 +136,15 @@ class WritePath:
         check_scope("session", item.session)
         if item.source is not None and not isinstance(item.source, str):
             raise InvalidMemory(f"source must be a string, got {type(item.source).__name__}")
+        if item.source is not None:
+            check_text("source", item.source)
         if not isinstance(item.metadata, Mapping):
             raise InvalidMemory(
                 f"metadata must be a JSON object, got {type(item.metadata).__name__}"
             )
-        try:
-            metadata = json.loads(json.dumps(dict(item.metadata)))
-        except (TypeError, ValueError) as exc:
-            raise InvalidMemory(f"metadata is not JSON-serialisable: {exc}") from None
+        metadata = privacy.clean_metadata(check_metadata(item.metadata), self.secrets)
+        if redacted:
+            metadata["redacted"] = sorted(set(redacted))
         return NewMemory(
             id=new_id(),
             content=text,

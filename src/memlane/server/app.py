@@ -29,8 +29,10 @@ from memlane.errors import (
     StoreBusy,
 )
 from memlane.server import pages, review_routes, routes, settings_routes
-from memlane.server.auth import AuthError, caller
-from memlane.server.models import HealthOut, Problem
+from memlane.server.auth import AuthError, caller, principal_of
+from memlane.server.guard import CatchAll, Methods, SameOrigin, allowed_hosts
+from memlane.server.models import HealthOut, Problem, printable
+from memlane.server.openapi import truthful
 from memlane.server.state import ServerState
 
 log = logging.getLogger("memlane.server")
@@ -54,6 +56,7 @@ def status_of(exc: MemlaneError) -> int:
 
 _TITLES = {
     401: "Unauthorized",
+    403: "Forbidden",
     404: "Not Found",
     405: "Method Not Allowed",
     413: "Content Too Large",
@@ -72,8 +75,13 @@ def problem(
     errors: list[dict[str, Any]] | None = None,
     headers: dict[str, str] | None = None,
 ) -> JSONResponse:
+    if errors is not None:  # a message may quote the input: never a lone surrogate
+        errors = [{k: printable(str(v)) for k, v in e.items()} for e in errors]
     body = Problem(
-        title=title or _TITLES.get(status, "Error"), status=status, detail=detail, errors=errors
+        title=title or _TITLES.get(status, "Error"),
+        status=status,
+        detail=printable(detail),
+        errors=errors,
     )
     return JSONResponse(
         body.model_dump(exclude_none=True),
@@ -86,8 +94,17 @@ def problem(
 def _field_errors(exc: RequestValidationError) -> list[dict[str, Any]]:
     out = []
     for err in exc.errors():
-        loc = [str(p) for p in err.get("loc", ()) if p not in ("body", "query", "path")]
-        out.append({"field": ".".join(loc) or "body", "message": str(err.get("msg", ""))})
+        loc = [
+            str(p) for p in err.get("loc", ()) if p not in ("body", "query", "path", "one", "batch")
+        ]
+        message = str(err.get("msg", ""))
+        if err.get("type") == "string_pattern_mismatch" and "\\S" in message:
+            message = "is empty or blank: give some text"
+        elif err.get("type") == "string_too_short":
+            message = "is empty: give some text"
+        elif err.get("type") in ("enum", "literal_error"):
+            message = f"{message}, got {str(err.get('input'))[:80]!r}"
+        out.append({"field": ".".join(loc) or "body", "message": message})
     return out
 
 
@@ -132,6 +149,15 @@ class _TooLarge(Exception):
     pass
 
 
+def _unreadable(cause: BaseException) -> str:
+    """Why a body could not be read as JSON (FastAPI's own message says only "error parsing")."""
+    if isinstance(cause, UnicodeDecodeError):
+        return f"the body is not UTF-8 ({cause.reason} at byte {cause.start}); send UTF-8 JSON"
+    if isinstance(cause, RecursionError):
+        return "the body's JSON is nested too deep to read; flatten it"
+    return f"the body is not valid JSON ({type(cause).__name__}); send a JSON object"
+
+
 def create_app(state: ServerState) -> FastAPI:
     """The application over ``state``; the caller owns the engine (``memlane serve`` closes it
     after uvicorn stops)."""
@@ -155,6 +181,9 @@ def create_app(state: ServerState) -> FastAPI:
     )
     app.state.memlane = state
     server = state.server
+    # Innermost first (Starlette wraps each added middleware around the ones before it).
+    app.add_middleware(CatchAll, problem=problem)
+    app.add_middleware(Methods, routes=lambda: list(app.router.routes), problem=problem)
     if server.cors_origins:
         from fastapi.middleware.cors import CORSMiddleware
 
@@ -164,6 +193,12 @@ def create_app(state: ServerState) -> FastAPI:
             allow_methods=["*"],
             allow_headers=["*"],
         )
+    app.add_middleware(
+        SameOrigin,
+        hosts=allowed_hosts(server.host, server.allowed_hosts),
+        cors_origins=server.cors_origins,
+        problem=problem,
+    )
     app.add_middleware(BodyLimit, limit=server.max_body_bytes)
 
     @app.exception_handler(MemlaneError)
@@ -191,6 +226,10 @@ def create_app(state: ServerState) -> FastAPI:
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        if exc.status_code == 400 and exc.__cause__ is not None:  # FastAPI read no body
+            if isinstance(exc.__cause__, _TooLarge):  # counted while streaming (chunked)
+                return problem(413, f"the request body is over {server.max_body_bytes} bytes")
+            return problem(422, _unreadable(exc.__cause__))
         return problem(exc.status_code, str(exc.detail), headers=dict(exc.headers or {}))
 
     @app.exception_handler(AuthError)
@@ -201,20 +240,30 @@ def create_app(state: ServerState) -> FastAPI:
             return RedirectResponse("/login", status_code=303)  # a page: sign in first
         return problem(401, str(exc), headers={"WWW-Authenticate": "Bearer"})
 
-    @app.exception_handler(Exception)
-    async def _crash(request: Request, exc: Exception) -> JSONResponse:
-        log.exception("%s %s", request.method, request.url.path)
-        return problem(500, f"internal error ({type(exc).__name__}); see the server's log")
-
-    @app.get("/health", response_model=HealthOut, tags=["service"])
-    def health() -> JSONResponse:
-        """Ready once the engine is open and its model loaded (no token needed)."""
+    @app.get(
+        "/health",
+        response_model=HealthOut,
+        tags=["service"],
+        responses={503: {"model": HealthOut, "description": "Starting: not ready yet."}},
+    )
+    def health(request: Request) -> JSONResponse:
+        """Ready once the engine is open and its model loaded (no token needed). Without the
+        server's token it says only whether memlane.toml has an error, not which: the message
+        may quote a value of the file."""
+        try:
+            admin = principal_of(state, request).owner is None
+        except AuthError:
+            admin = False
+        error = state.config_error
         body = HealthOut(
             status="ready" if state.ready else "starting",
-            model=state.engine.embedder.name,
-            config_error=state.config_error,
+            model=state.engine.embedder.name if admin else None,
+            config_error=error if admin or error is None else "memlane.toml has an error",
         )
-        return JSONResponse(body.model_dump(), status_code=200 if state.ready else 503)
+        out = body.model_dump()
+        if out["model"] is None:
+            del out["model"]
+        return JSONResponse(out, status_code=200 if state.ready else 503)
 
     guarded = [Depends(caller)]
     _add_docs(app, guarded)
@@ -222,7 +271,7 @@ def create_app(state: ServerState) -> FastAPI:
     app.include_router(routes.router(state), prefix="/v1", dependencies=guarded)
     app.include_router(settings_routes.router(state), prefix="/v1", dependencies=guarded)
     app.include_router(pages.router(state), dependencies=guarded)
-    app.include_router(pages.login_router())
+    app.include_router(pages.login_router(state))
     app.mount("/static", StaticFiles(directory=str(pages.HERE / "static")), name="static")
     return app
 
@@ -235,9 +284,19 @@ def _add_docs(app: FastAPI, guarded: list[Any]) -> None:
 
     app.mount("/docs-static", StaticFiles(directory=str(swagger_ui_path)), name="docs-static")
 
+    document: dict[str, Any] = {}
+
     @app.get("/openapi.json", include_in_schema=False, dependencies=guarded)
     def openapi() -> JSONResponse:
-        return JSONResponse(app.openapi())
+        if not document:  # built once, on first use (every route is registered by then)
+            document.update(
+                truthful(
+                    app.openapi(),
+                    problem=Problem.model_json_schema(),
+                    service_paths=frozenset({"/health"}),
+                )
+            )
+        return JSONResponse(document)
 
     @app.get("/docs", include_in_schema=False, dependencies=guarded)
     def docs() -> Response:

@@ -8,14 +8,22 @@ as a memory that does not exist.
 from __future__ import annotations
 
 import hmac
+from urllib.parse import quote, unquote
 
 from fastapi import Request
 
 from memlane.errors import NotFound
+from memlane.server.guard import cookie_allowed
 from memlane.server.state import Principal, ServerState
 
-#: Cookie the web pages send the token in (set by the login page).
+#: Cookie the web pages send the token in: set by the server's ``POST /login`` (``HttpOnly;
+#: SameSite=Strict``: no script reads it, no other site sends it), percent-encoded.
 COOKIE = "memlane_token"
+
+
+def cookie_value(token: str) -> str:
+    """The cookie's value for ``token`` (any character survives: ``+/=`` included)."""
+    return quote(token, safe="")
 
 
 class AuthError(Exception):
@@ -29,7 +37,8 @@ def principal_of(state: ServerState, request: Request) -> Principal:
         return Principal()
     header = request.headers.get("authorization", "")
     given = header[7:].strip() if header.lower().startswith("bearer ") else ""
-    given = given or request.cookies.get(COOKIE, "")
+    if not given and cookie_allowed(request.headers.get):  # only from this server's own pages
+        given = unquote(request.cookies.get(COOKIE, ""))
     if not given:
         raise AuthError("this server needs Authorization: Bearer <token>")
     secret = given.encode()
@@ -41,6 +50,17 @@ def principal_of(state: ServerState, request: Request) -> Principal:
             found = Principal(owner)
     if found is None:
         raise AuthError("the bearer token is not valid for this server")
+    return found
+
+
+def check_token(state: ServerState, token: str) -> bool:
+    """Whether ``token`` is one of this server's (the login form's check)."""
+    server = state.server
+    secret = token.strip().encode()
+    candidates = [server.token, *server.owner_tokens.values()]
+    found = False
+    for known in candidates:  # every one compared, in constant time
+        found = bool(known and hmac.compare_digest(secret, known.encode())) or found
     return found
 
 

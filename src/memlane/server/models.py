@@ -7,34 +7,109 @@ added to a value reaches the API without a second declaration here."""
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, create_model
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Discriminator,
+    Field,
+    Tag,
+    create_model,
+    model_validator,
+)
 
 from memlane.config import InjectionSettings
-from memlane.types import DedupLogEntry, Memory, SearchHit, WriteResult
+from memlane.dedup.limits import not_text_at
+from memlane.types import DedupLogEntry, Memory, MemoryType, SearchHit, WriteResult
+
+#: An owner, agent or session name: some text that is not only blanks (what the engine takes).
+Name = Annotated[str, Field(min_length=1, pattern=r"\S")]
+#: Text to search or remember: not only blanks.
+Text = Annotated[str, Field(min_length=1, pattern=r"\S")]
+
+
+def _integral(value: Any) -> Any:
+    """JSON's ``5.0`` is the integer 5 (JSON Schema says so too); ``5.5`` stays a float."""
+    return int(value) if isinstance(value, float) and value.is_integer() else value
+
+
+def json_int(**bounds: int) -> Any:
+    """An integer as JSON has it (``5`` or ``5.0``, never ``true``, ``"5"`` or ``5.5``) within
+    ``bounds`` (``ge``, ``le``); the bounds inside, so the JSON schema shows them."""
+    return Annotated[int, Field(strict=True, **bounds), BeforeValidator(_integral)]  # type: ignore[call-overload]
+
+
+def printable(text: str) -> str:
+    """``text`` with lone surrogates written as ``\\udXXX`` (safe to put in a message)."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 class _In(BaseModel):
+    """A request body: unknown keys refused, and no string anywhere in it (keys included) may
+    hold a lone UTF-16 surrogate or NUL (422 naming where; no store can keep them)."""
+
     model_config = ConfigDict(extra="forbid")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _only_text(cls, data: Any) -> Any:
+        stack: list[tuple[str, Any]] = [("", data)]
+        while stack:  # iterative: a deeply nested body must not exhaust the recursion limit
+            where, value = stack.pop()
+            if isinstance(value, str):
+                at = not_text_at(value)
+                if at >= 0:
+                    what = "NUL" if value[at] == "\x00" else "a lone UTF-16 surrogate"
+                    raise ValueError(
+                        f"{where or 'a value'} holds {what} at character {at}: send valid "
+                        "UTF-8 text without NUL"
+                    )
+            elif isinstance(value, dict):
+                for key, item in value.items():
+                    name = printable(str(key))
+                    stack.append((f"{where}.{name}" if where else name, item))
+                    stack.append((f"a key of {where or 'the body'}", key))
+            elif isinstance(value, list):
+                stack.extend((f"{where}[{n}]", item) for n, item in enumerate(value))
+        return data
 
 
 class MemoryIn(_In):
-    content: str = Field(description="The text to remember.")
-    type: str = "fact"
-    agent: str | None = None
-    session: str | None = None
-    importance: float | None = None
+    content: Text = Field(description="The text to remember.")
+    type: MemoryType = MemoryType.FACT
+    agent: Name | None = None
+    session: Name | None = None
+    importance: Annotated[float, Field(ge=0, le=1, strict=True)] | None = None
     source: str | None = None
     metadata: dict[str, Any] = Field(default_factory=dict)
 
 
-class AddRequest(_In):
-    """One memory (``memory``) or a batch (``memories``), for ``owner``."""
+class AddOne(_In):
+    """One memory for ``owner``."""
 
-    owner: str | None = None
-    memory: MemoryIn | None = None
-    memories: list[MemoryIn] | None = Field(default=None, max_length=1000)
+    owner: Name | None = None
+    memory: MemoryIn
+
+
+class AddBatch(_In):
+    """A batch of memories for ``owner`` (one transaction)."""
+
+    owner: Name | None = None
+    memories: list[MemoryIn] = Field(min_length=1, max_length=1000)
+
+
+def _add_kind(data: Any) -> str:
+    """Which body ``POST /v1/memories`` got: one memory, or a batch (``memories``)."""
+    return "batch" if isinstance(data, dict) and "memories" in data else "one"
+
+
+#: ``POST /v1/memories``: one memory (``memory``) or a batch (``memories``), not both.
+AddRequest = Annotated[
+    Annotated[AddOne, Tag("one")] | Annotated[AddBatch, Tag("batch")],
+    Discriminator(_add_kind),
+]
 
 
 class WriteOut(BaseModel):
@@ -67,18 +142,20 @@ class MemoryPage(BaseModel):
 
 
 class PatchRequest(_In):
-    content: str
+    content: Text
 
 
 class SearchRequest(_In):
-    query: str
-    owner: str | None = None
-    agent: str | None = None
-    limit: int = Field(default=10, ge=1, le=200)
-    types: list[str] | None = None
+    query: Text
+    owner: Name | None = None
+    agent: Name | None = None
+    limit: json_int(ge=1, le=200) = 10  # type: ignore[valid-type]
+    types: list[MemoryType] | None = None
     mode: Literal["hybrid", "vector", "fts"] = "hybrid"
     include_inactive: bool = Field(
-        default=False, description="Also expired (superseded) memories, e.g. what was true before."
+        default=False,
+        strict=True,
+        description="Also expired (superseded) memories, e.g. what was true before.",
     )
 
 
@@ -87,23 +164,24 @@ class SearchResponse(BaseModel):
 
 
 class InjectRequest(_In):
-    session: str
-    text: str
-    owner: str | None = None
-    agent: str | None = None
+    session: Name
+    text: Text
+    owner: Name | None = None
+    agent: Name | None = None
     recent: list[str] | None = Field(default=None, max_length=50)
-    max_chars: int | None = Field(
-        default=None, ge=1, description="Longest block allowed, in characters (none: no limit)."
+    max_chars: json_int(ge=1, le=100_000_000) | None = Field(  # type: ignore[valid-type]
+        default=None, description="Longest block allowed, in characters (none: no limit)."
     )
     pinned_only: bool = Field(
         default=False,
+        strict=True,
         description="Only the pinned memories, for a session's start (text is not used).",
     )
 
 
 class ResetRequest(_In):
     reason: Literal["compact", "clear", "resume"]
-    owner: str | None = None
+    owner: Name | None = None
 
 
 class DedupLogPage(BaseModel):
@@ -124,16 +202,36 @@ class StatsOut(BaseModel):
 
 class HealthOut(BaseModel):
     status: Literal["ready", "starting"]
-    model: str
-    config_error: str | None = Field(description="Why memlane.toml was not reloaded, if so.")
+    model: str | None = Field(
+        default=None, description="The embedding model (only for the server's token)."
+    )
+    config_error: str | None = Field(
+        description="Why memlane.toml was not reloaded, if so (without the server's token only "
+        "that it was not: the message may quote a value of the file)."
+    )
 
 
-#: The body of a settings PUT: any subset of the ``[injection]`` keys (checked like the file).
+def _patch_field(field: Any) -> Any:
+    """A settings PUT's type for one ``[injection]`` field: the field's own type and bounds, or
+    null; booleans and numbers strict (``true`` is not 1, ``"yes"`` not true), integers at most
+    2**53 (exact in JSON and TOML)."""
+    ann = field.annotation
+    if ann is int:
+        bounds = {k: getattr(m, k) for m in field.metadata for k in ("ge", "le") if hasattr(m, k)}
+        bounds.setdefault("le", 2**53)  # exact in JSON and TOML
+        ann = json_int(**bounds)
+    elif ann in (bool, float):
+        ann = Annotated[ann, *field.metadata, Field(strict=True)]
+    return ann | None
+
+
+#: The body of a settings PUT: any subset of the ``[injection]`` keys (typed as the file is;
+#: the whole file is then checked as a load would).
 InjectionPatch: type[BaseModel] = create_model(  # type: ignore[call-overload]
     "InjectionPatch",
     __config__=ConfigDict(extra="forbid"),
     **{
-        name: (Any, Field(default=None, description=field.description))
+        name: (_patch_field(field), Field(default=None, description=field.description))
         for name, field in InjectionSettings.model_fields.items()
     },
 )

@@ -7,7 +7,8 @@
   memory, its history and associations, forget;
 - ``/sessions``: a session's turn, injected memories with their turn, last reset; reset;
 - ``/dedup-log``: decisions with the two texts side by side, filter by decision;
-- ``/login``: the token, kept in a same-site cookie for the pages.
+- ``/login``: the token, checked and kept by the server in an ``HttpOnly; SameSite=Strict``
+  cookie for the pages.
 """
 
 from __future__ import annotations
@@ -15,14 +16,15 @@ from __future__ import annotations
 import re
 from pathlib import Path
 from typing import Annotated, Any
+from urllib.parse import parse_qs
 
 from fastapi import APIRouter, Depends, Query, Request
-from fastapi.responses import HTMLResponse
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.templating import Jinja2Templates
 
 from memlane.config import InjectionSettings
 from memlane.errors import NotFound
-from memlane.server.auth import caller, require_admin, scope
+from memlane.server.auth import COOKIE, caller, check_token, cookie_value, require_admin, scope
 from memlane.server.settings_routes import AGENT_PATTERN
 from memlane.server.state import Principal, ServerState
 from memlane.types import Decision, MemoryType, SearchHit, Status
@@ -196,13 +198,29 @@ def router(state: ServerState) -> APIRouter:
     return pages
 
 
-def login_router() -> APIRouter:
-    """``/login`` and the static files: reachable without a token."""
+def login_router(state: ServerState) -> APIRouter:
+    """``/login``: reachable without a token. ``POST /login`` (a form: ``token=...``) checks the
+    token and sets the cookie (303 to ``/``), or answers 401 with the form again."""
     open_pages = APIRouter(include_in_schema=False)
 
     @open_pages.get("/login", response_class=HTMLResponse)
     def login(request: Request) -> HTMLResponse:
         return templates.TemplateResponse(request, "login.html", {"request": request})
+
+    @open_pages.post("/login", response_model=None)
+    async def sign_in(request: Request) -> Response:
+        form = parse_qs((await request.body()).decode("utf-8", "replace"))
+        token = (form.get("token") or [""])[0].strip()
+        if not check_token(state, token):
+            return templates.TemplateResponse(
+                request,
+                "login.html",
+                {"request": request, "error": "That token is not valid for this server."},
+                status_code=401,
+            )
+        response = RedirectResponse("/", status_code=303)
+        response.set_cookie(COOKIE, cookie_value(token), path="/", httponly=True, samesite="strict")
+        return response
 
     return open_pages
 

@@ -9,27 +9,31 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Query
+from fastapi import APIRouter, Depends, Path, Query
 from pydantic import Field
 
 from memlane.dedup.review import ReviewOutcome
 from memlane.server.auth import caller, scope
-from memlane.server.models import WriteOut, _In
+from memlane.server.models import Name, WriteOut, _In
 from memlane.server.state import Principal, ServerState
 from memlane.types import DedupLogEntry
 
 Caller = Annotated[Principal, Depends(caller)]
-Owner = Annotated[str | None, Query(description="Owner scope (default: default).")]
+Owner = Annotated[
+    str | None, Query(min_length=1, pattern=r"\S", description="Owner scope (default: default).")
+]
 Limit = Annotated[int, Query(ge=1, le=1000)]
+#: A dedup log row's id: a positive 64-bit integer (larger ones no store can hold: 422, not 500).
+EntryId = Annotated[int, Path(ge=1, le=2**63 - 1, description="The dedup log row's id.")]
 
 
 class LearnRequest(_In):
     """A conversation (OpenAI-style messages) to learn memories from, for ``owner``."""
 
     messages: list[dict[str, Any]] = Field(max_length=10_000)
-    owner: str | None = None
-    agent: str | None = None
-    session: str | None = Field(
+    owner: Name | None = None
+    agent: Name | None = None
+    session: Name | None = Field(
         default=None, description="With a session, only messages not learned before are read."
     )
 
@@ -43,12 +47,12 @@ def router(state: ServerState) -> APIRouter:
         return state.engine.review_pending(owner=scope(who, owner), limit=limit)
 
     @api.post("/dedup-log/{entry_id}/confirm", response_model=ReviewOutcome, tags=["review"])
-    def confirm(entry_id: int, who: Caller, owner: Owner = None) -> ReviewOutcome:
+    def confirm(entry_id: EntryId, who: Caller, owner: Owner = None) -> ReviewOutcome:
         """The decision stands."""
         return state.engine.review(entry_id, "confirm", owner=scope(who, owner))
 
     @api.post("/dedup-log/{entry_id}/reverse", response_model=ReviewOutcome, tags=["review"])
-    def reverse(entry_id: int, who: Caller, owner: Owner = None) -> ReviewOutcome:
+    def reverse(entry_id: EntryId, who: Caller, owner: Owner = None) -> ReviewOutcome:
         """Restore the offered text as a memory (``reversed``), unless a live memory already
         holds it (``conflict``: reported, nothing written)."""
         return state.engine.review(entry_id, "reverse", owner=scope(who, owner))

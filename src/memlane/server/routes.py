@@ -8,12 +8,14 @@ from __future__ import annotations
 from collections import Counter
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Query
+from fastapi import APIRouter, Body, Depends, Path, Query
+from fastapi.responses import PlainTextResponse
 
 from memlane.engine import MemoryInput
 from memlane.errors import InvalidArgument
 from memlane.server.auth import caller, scope
 from memlane.server.models import (
+    AddOne,
     AddRequest,
     AddResponse,
     DedupLogPage,
@@ -27,13 +29,31 @@ from memlane.server.models import (
     WriteOut,
 )
 from memlane.server.state import Principal, ServerState
-from memlane.types import Association, Injection, Memory, MemoryVersion, SessionState
+from memlane.transfer import export_lines
+from memlane.types import (
+    Association,
+    Decision,
+    Injection,
+    Memory,
+    MemoryType,
+    MemoryVersion,
+    SessionState,
+    Status,
+)
 
 Caller = Annotated[Principal, Depends(caller)]
-Owner = Annotated[str | None, Query(description="Owner scope (default: default).")]
-Agent = Annotated[str | None, Query(description="Agent scope (omit for all of the owner).")]
+Owner = Annotated[
+    str | None, Query(min_length=1, pattern=r"\S", description="Owner scope (default: default).")
+]
+Agent = Annotated[
+    str | None,
+    Query(min_length=1, pattern=r"\S", description="Agent scope (omit for all of the owner)."),
+]
 Limit = Annotated[int, Query(ge=1, le=1000)]
-Cursor = Annotated[str | None, Query(description="next_cursor of the previous page.")]
+Cursor = Annotated[
+    str | None, Query(pattern=r"^[0-9]{1,9}$", description="next_cursor of the previous page.")
+]
+SessionId = Annotated[str, Path(min_length=1, pattern=r"\S", description="The session's id.")]
 
 
 def _offset(cursor: str | None) -> int:
@@ -48,13 +68,11 @@ def router(state: ServerState) -> APIRouter:
     api = APIRouter()
 
     @api.post("/memories", response_model=AddResponse, tags=["memories"])
-    def add(body: AddRequest, who: Caller) -> AddResponse:
+    def add(body: Annotated[AddRequest, Body()], who: Caller) -> AddResponse:
         """Offer one memory (``memory``) or a batch (``memories``) to the write path; each
         result says its decision, the similarity and the memory it matched."""
         owner = scope(who, body.owner)
-        offered = ([body.memory] if body.memory else []) + (body.memories or [])
-        if not offered or (body.memory and body.memories):
-            raise InvalidArgument("give either memory (one) or memories (a batch)")
+        offered = [body.memory] if isinstance(body, AddOne) else body.memories
         items = [
             MemoryInput(
                 m.content, m.type, owner, m.agent, m.session, m.importance, m.source, m.metadata
@@ -69,8 +87,8 @@ def router(state: ServerState) -> APIRouter:
         who: Caller,
         owner: Owner = None,
         agent: Agent = None,
-        type: str | None = None,
-        status: Annotated[str, Query(description="active, forgotten or superseded")] = "active",
+        type: MemoryType | None = None,
+        status: Status = Status.ACTIVE,
         limit: Limit = 50,
         cursor: Cursor = None,
     ) -> MemoryPage:
@@ -101,8 +119,24 @@ def router(state: ServerState) -> APIRouter:
         return memory
 
     @api.delete("/memories/{memory_id}", response_model=Memory, tags=["memories"])
-    def forget(memory_id: str, who: Caller, owner: Owner = None, agent: Agent = None) -> Memory:
-        """Forget a memory (kept on disk with its history; never searched or injected)."""
+    def forget(
+        memory_id: str,
+        who: Caller,
+        owner: Owner = None,
+        agent: Agent = None,
+        purge: Annotated[
+            bool,
+            Query(description="Delete it for real (text, history, log rows, index entries)."),
+        ] = False,
+    ) -> Memory:
+        """Forget a memory (kept on disk with its history; never searched or injected); with
+        ``purge=true`` delete it and every row holding its text (the memory as it was is
+        returned)."""
+        if purge:
+            owner_ = scope(who, owner)
+            memory = state.engine.get(memory_id, owner=owner_, agent=agent, include_inactive=True)
+            state.engine.purge(memory.id, owner=owner_, agent=agent)
+            return memory
         return state.engine.forget(memory_id, owner=scope(who, owner), agent=agent)
 
     @api.get("/memories/{memory_id}/history", response_model=list[MemoryVersion], tags=["memories"])
@@ -160,12 +194,12 @@ def router(state: ServerState) -> APIRouter:
 
     @api.get("/sessions/{session_id}", response_model=SessionState, tags=["sessions"])
     def session(
-        session_id: str, who: Caller, owner: Owner = None, agent: Agent = None
+        session_id: SessionId, who: Caller, owner: Owner = None, agent: Agent = None
     ) -> SessionState:
         return state.engine.session(session_id, owner=scope(who, owner), agent=agent)
 
     @api.post("/sessions/{session_id}/reset", response_model=SessionState, tags=["sessions"])
-    def reset(session_id: str, body: ResetRequest, who: Caller) -> SessionState:
+    def reset(session_id: SessionId, body: ResetRequest, who: Caller) -> SessionState:
         """Forget what the session was shown (after compaction, /clear or a resume)."""
         owner = scope(who, body.owner)
         return state.engine.reset_session(session_id, body.reason, owner=owner)
@@ -174,7 +208,7 @@ def router(state: ServerState) -> APIRouter:
     def dedup_log(
         who: Caller,
         owner: Owner = None,
-        decision: str | None = None,
+        decision: Decision | None = None,
         limit: Limit = 50,
         cursor: Cursor = None,
     ) -> DedupLogPage:
@@ -188,6 +222,21 @@ def router(state: ServerState) -> APIRouter:
             items=rows[start : start + limit],
             next_cursor=str(start + limit) if more else None,
         )
+
+    @api.get(
+        "/export",
+        tags=["memories"],
+        response_class=PlainTextResponse,
+        responses={200: {"content": {"application/jsonl": {"schema": {"type": "string"}}}}},
+    )
+    def export(who: Caller, owner: Owner = None) -> PlainTextResponse:
+        """Every memory of the owner (the server's token without ``owner``: every owner) in the
+        memlane-export format (JSON Lines, docs/security.md); ``memlane import`` restores it."""
+        name = owner if who.owner is None and owner is not None else None
+        if who.owner is not None:
+            name = scope(who, owner)
+        body = "".join(line + "\n" for line in export_lines(state.engine, name))
+        return PlainTextResponse(body, media_type="application/jsonl")
 
     @api.get("/stats", response_model=StatsOut, tags=["service"])
     def stats(who: Caller) -> StatsOut:

@@ -26,7 +26,8 @@ AgentName = Annotated[str, Path(pattern=AGENT_PATTERN, description="The agent's 
 
 def patch_values(body: BaseModel) -> dict[str, Any]:
     """The keys a PUT body sets (``null`` and absent keys are left alone)."""
-    return {k: v for k, v in body.model_dump(exclude_unset=True).items() if v is not None}
+    values = body.model_dump(mode="json", exclude_unset=True)
+    return {k: v for k, v in values.items() if v is not None}
 
 
 def valid_agent(name: str) -> bool:

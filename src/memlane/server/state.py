@@ -39,8 +39,9 @@ class ServerState:
         self.path = self.home / CONFIG_FILENAME
         #: Values given on the command line / by a test (kept across reloads).
         self.overrides = dict(overrides or {})
-        #: ``[server]`` as read at start: a reload never changes who may call (a hand edit that
-        #: drops the token must not open a server bound to a public address).
+        #: ``[server]`` as read at start; a reload changes only the tokens, and only to revoke
+        #: or replace them: a hand edit that drops every token must not open a server bound to
+        #: a public address (:meth:`_use_tokens`).
         self.server = engine.settings.server
         self.started = time.time()
         self.config_error: str | None = None
@@ -83,6 +84,7 @@ class ServerState:
         settings = Settings.from_text(self.home, text, source=str(self.path), **self.overrides)
         tomlfile.write_atomic(self.path, text)
         self.engine.reload_settings(settings)
+        self._use_tokens(settings)
         self.config_error = None
         self._seen = self._stamp()
 
@@ -95,14 +97,40 @@ class ServerState:
             try:
                 settings = Settings.load(self.home, **self.overrides)
             except ConfigError as exc:
-                if self.config_error != str(exc):
-                    log.error("memlane.toml not reloaded, the last good settings stay: %s", exc)
-                self.config_error = str(exc)
+                # Without the value: a misspelt section ([sever] token = ...) would quote a token.
+                message = f"invalid setting {exc.key}: {exc.allowed}"
+                if self.config_error != message:
+                    log.error("memlane.toml not reloaded, the last good settings stay: %s", message)
+                self.config_error = message
                 return False
             self.engine.reload_settings(settings)
+            self._use_tokens(settings)
             self.config_error = None
             log.info("memlane.toml reloaded")
             return True
+
+    def _use_tokens(self, settings: Settings) -> None:
+        """Take the reloaded file's tokens: an owner removed from ``owner_tokens`` (or a changed
+        token) is refused from now on. A file with no token at all keeps the tokens in use (a
+        reload never opens the server; restart it to run without tokens)."""
+        old, new = self.server, settings.server
+        if (old.token, old.owner_tokens) == (new.token, new.owner_tokens):
+            return
+        if not (new.token or new.owner_tokens):
+            log.warning(
+                "memlane.toml sets no token now: the tokens in use stay until a restart "
+                "(a reload never opens the server)"
+            )
+            return
+        revoked = sorted(o for o, t in old.owner_tokens.items() if new.owner_tokens.get(o) != t)
+        if revoked or old.token != new.token:
+            log.warning(
+                "tokens revoked by the reload: %s",
+                ", ".join(([] if old.token == new.token else ["the server's token"]) + revoked),
+            )
+        self.server = old.model_copy(
+            update={"token": new.token, "owner_tokens": dict(new.owner_tokens)}
+        )
 
     def _stamp(self) -> tuple[int, int] | None:
         try:

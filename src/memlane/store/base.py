@@ -220,6 +220,19 @@ class MemoryStore(Protocol):
         Raises :class:`~memlane.errors.NotFound`. Write."""
         ...
 
+    def purge(self, owner: str, memory_ids: Sequence[str] | None = None) -> int:
+        """Delete ``memory_ids`` of ``owner`` (``None``: everything of the owner) and every row
+        that holds their text: history, dedup log rows quoting them, associations, session
+        records; the backend then makes its files forget what it can (docs/security.md).
+        Returns the memories deleted; ids of other owners are left alone. Runs its own write
+        transaction (not inside another)."""
+        ...
+
+    def restore(self, memory: Memory, history: Sequence[MemoryVersion], embedding: Vector) -> None:
+        """Insert ``memory`` exactly as exported (id, status, timestamps, counters) with its
+        ``history`` (``memlane import`` of an export). Write."""
+        ...
+
     def list_memories(
         self,
         owner: str,

@@ -137,6 +137,15 @@ class IndexCache:
         """The transaction ended (commit or rollback): forget its rows."""
         self.pending.clear()
 
+    def drop(self, owner: str) -> None:
+        """Forget ``owner``'s indexes, in memory and their saved files (after a purge: they are
+        rebuilt from the rows on next use, and no file keeps a purged text's terms)."""
+        self.vectors.pop(owner, None)
+        self.texts.pop(owner, None)
+        self.pending.pop(owner, None)
+        if self.folder is not None:
+            index_files.remove(self.folder, owner)
+
     # ------------------------------------------------------------------ persistence
     def load_vector_file(self, owner: str) -> OwnerIndex | None:
         """``owner``'s vector index saved in the folder, or ``None`` (none, stale, damaged)."""

@@ -132,3 +132,11 @@ def write_atomic(file: Path, write: Callable[[Path], object]) -> bool:
         with contextlib.suppress(OSError):
             tmp.unlink()
         return False
+
+
+def remove(folder: Path, owner: str) -> None:
+    """Delete ``owner``'s saved caches (a missing file is fine; an undeletable one is left for
+    the next save to overwrite)."""
+    for suffix in (VECTOR_SUFFIX, ".json", TEXT_SUFFIX):
+        with contextlib.suppress(OSError):
+            cache_file(folder, owner, suffix).unlink(missing_ok=True)

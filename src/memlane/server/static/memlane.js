@@ -1,4 +1,5 @@
-// memlane web pages: plain JavaScript over the same /v1 API (same-origin, cookie token).
+// memlane web pages: plain JavaScript over the same /v1 API (same-origin; the server's
+// HttpOnly cookie, set by POST /login, carries the token).
 "use strict";
 
 async function api(method, url, body) {
@@ -101,11 +102,4 @@ document.addEventListener("DOMContentLoaded", () => {
       }
     });
   }
-  const login = document.getElementById("login");
-  if (login) login.addEventListener("submit", (ev) => {
-    ev.preventDefault();
-    const token = encodeURIComponent(document.getElementById("token").value.trim());
-    document.cookie = `memlane_token=${token}; path=/; SameSite=Strict`;
-    location.href = "/";
-  });
 });

@@ -66,7 +66,9 @@ from memlane.store.postgres.errors import describe, translate, translating
 from memlane.store.postgres.feed import PostgresFeed
 from memlane.store.postgres.links import LinksMixin
 from memlane.store.postgres.maintenance import MaintenanceMixin
+from memlane.store.postgres.purge import PurgeMixin
 from memlane.store.postgres.reads import ReadsMixin
+from memlane.store.postgres.restore import RestoreMixin
 from memlane.store.postgres.rows import MEMORY_COLUMNS, row_to_memory
 from memlane.store.postgres.sessions import SessionsMixin
 from memlane.store.sqlite.rows import merge_metadata
@@ -79,7 +81,9 @@ OWNER_LOCK = 0x6D6C6F77
 
 
 @translating
-class PostgresStore(ReadsMixin, LinksMixin, MaintenanceMixin, SessionsMixin, AccessMixin):
+class PostgresStore(
+    ReadsMixin, LinksMixin, MaintenanceMixin, SessionsMixin, AccessMixin, PurgeMixin, RestoreMixin
+):
     """The server store. Use :meth:`open`; thread-safe (a pool of connections)."""
 
     def __init__(

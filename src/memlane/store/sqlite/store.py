@@ -28,13 +28,21 @@ from memlane._ids import new_id, to_iso, utcnow
 from memlane.errors import EmbeddingMismatch, NotFound, StoreError
 from memlane.store.base import NewMemory, ScoredId, Vector
 from memlane.store.index_cache import PERSIST_MIN_ROWS, IndexCache
-from memlane.store.sqlite.connect import ClosedConnection, enable_wal, split_sql
-from memlane.store.sqlite.errors import is_busy, translate, translating
+from memlane.store.sqlite.connect import (
+    ClosedConnection,
+    begin_immediate,
+    enable_wal,
+    lock_for_write,
+    split_sql,
+)
+from memlane.store.sqlite.errors import translate, translating
 from memlane.store.sqlite.feed import SQLiteFeed
 from memlane.store.sqlite.links import LinksMixin
 from memlane.store.sqlite.maintenance import MaintenanceMixin
 from memlane.store.sqlite.migrations import MIGRATIONS, hash_current, rehash
+from memlane.store.sqlite.purge import PurgeMixin
 from memlane.store.sqlite.reads import ReadsMixin
+from memlane.store.sqlite.restore import RestoreMixin
 from memlane.store.sqlite.rows import MEMORY_COLUMNS, SET_STATUS_SQL, merge_metadata, row_to_memory
 from memlane.store.sqlite.sessions import SessionsMixin
 from memlane.store.text_index import TextIndex
@@ -49,7 +57,9 @@ _PERSIST_MIN_VECTORS = PERSIST_MIN_ROWS  # indexes of fewer rows are not saved o
 
 
 @translating
-class SQLiteStore(ReadsMixin, LinksMixin, SessionsMixin, MaintenanceMixin):
+class SQLiteStore(
+    ReadsMixin, LinksMixin, SessionsMixin, MaintenanceMixin, PurgeMixin, RestoreMixin
+):
     """The embedded store. Use :meth:`open`; thread-safe (one connection behind a lock)."""
 
     def __init__(
@@ -65,6 +75,10 @@ class SQLiteStore(ReadsMixin, LinksMixin, SessionsMixin, MaintenanceMixin):
         self.model = model
         self.dimension = dimension
         self._lock = threading.RLock()
+        #: Serialises this process's writers while one waits for SQLite's write lock.
+        self._writer = threading.Lock()
+        #: The thread of the open write transaction (None: none open).
+        self._tx_thread: int | None = None
         self._depth = 0
         #: Highest ``vec_seq`` committed before the open write transaction (``None``: not read yet).
         self._tx_base_seq: int | None = None
@@ -203,34 +217,45 @@ class SQLiteStore(ReadsMixin, LinksMixin, SessionsMixin, MaintenanceMixin):
     # ------------------------------------------------------------------ transactions
     @contextmanager
     def transaction(self) -> Iterator[None]:
-        with self._lock:
-            if self._closed:
-                raise StoreError("the store is closed")
-            if self._depth:
+        """One write transaction (nested calls of the same thread join it).
+
+        The store's lock is never held while waiting for SQLite's write lock: another process
+        holding it makes this writer wait (:func:`~.connect.lock_for_write`), not this process's
+        readers.
+        """
+        if self._tx_thread == threading.get_ident():  # nested: join the open transaction
+            with self._lock:
                 self._depth += 1
                 try:
                     yield
                 finally:
                     self._depth -= 1
-                return
-            self._begin_immediate()
-            self._depth = 1
-            step = "write"
+            return
+        with self._writer:  # one writer of this process waits for SQLite at a time
+            # returns holding self._lock, BEGIN IMMEDIATE done
+            lock_for_write(self._conn, self._lock, self._busy_ms, self.path, lambda: self._closed)
             try:
-                yield
-                step = "commit"
-                self._flush_access(force=True)
-                self._conn.execute("COMMIT")
-            except sqlite3.Error as exc:  # from the store's own statements (public ones translate)
-                self._rollback()
-                raise translate(exc, step, self.path) from exc
-            except BaseException:
-                self._rollback()
-                raise
+                self._tx_thread = threading.get_ident()
+                self._depth = 1
+                step = "write"
+                try:
+                    yield
+                    step = "commit"
+                    self._flush_access(force=True)
+                    self._conn.execute("COMMIT")
+                except sqlite3.Error as exc:  # the store's own statements (public ones translate)
+                    self._rollback()
+                    raise translate(exc, step, self.path) from exc
+                except BaseException:
+                    self._rollback()
+                    raise
+                finally:
+                    self._depth = 0
+                    self._tx_thread = None
+                    self._tx_base_seq = None
+                    self._pending.clear()
             finally:
-                self._depth = 0
-                self._tx_base_seq = None
-                self._pending.clear()
+                self._lock.release()
 
     def _rollback(self) -> None:
         """Roll back the open transaction unless SQLite already did (it does by itself on a full
@@ -241,35 +266,8 @@ class SQLiteStore(ReadsMixin, LinksMixin, SessionsMixin, MaintenanceMixin):
                 self._conn.execute("ROLLBACK")
 
     def _begin_immediate(self) -> None:
-        """Take the write lock, waiting at most ``busy_timeout_ms`` in all (one deadline).
-
-        SQLite's busy handler does the waiting; the loop covers the rare SQLITE_BUSY returned
-        without calling it (e.g. while a WAL checkpoint restarts), each attempt allowed only the
-        time left. Raises :class:`StoreBusy` at the deadline.
-        """
-        started = time.monotonic()
-        deadline = started + self._busy_ms / 1000
-        delay = 0.01
-        shortened = False
-        try:
-            while True:
-                try:
-                    self._conn.execute("BEGIN IMMEDIATE")
-                    return
-                except sqlite3.Error as exc:
-                    now = time.monotonic()
-                    if not is_busy(exc) or now + 0.001 >= deadline:
-                        raise translate(
-                            exc, "begin a write", self.path, waited_s=now - started
-                        ) from exc
-                    time.sleep(min(delay, deadline - now))
-                    delay = min(delay * 2, 0.25)
-                    left_ms = max(1, int((deadline - time.monotonic()) * 1000))
-                    self._conn.execute(f"PRAGMA busy_timeout = {left_ms}")
-                    shortened = True
-        finally:
-            if shortened:
-                self._conn.execute(f"PRAGMA busy_timeout = {self._busy_ms}")
+        """Take the write lock holding the store's lock (a forced flush on close)."""
+        begin_immediate(self._conn, self._busy_ms, self.path)
 
     def _require_tx(self) -> None:
         if not self._depth:
