@@ -10,7 +10,9 @@ as ``"<role>: <text>"``, as ``memlane replay`` does), then records per question 
 legs (top :data:`DEPTH`, with cosine and BM25 scores) and the cosine to every memory of its
 conversation. Fusion variants are computed from those in Python with the formula of
 :mod:`memlane.retrieval` (RRF, relevance floor, neighbour leg; tie-break left out), so each
-variant costs a second. Prints recall@10 of every variant on the tune and check conversations.
+variant costs a second. Each recipe of :data:`memlane.retrieval.RECIPES` and ``LEVERS`` is also
+run through the real search on the same store (``real: <name>`` rows). Prints recall@10 of every
+variant on the tune and check conversations.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ import pickle
 import tempfile
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +33,7 @@ from memlane import MemoryEngine, Settings
 from memlane.engine import MemoryInput
 from memlane.eval.replay import BeamChat, load_conversations, select_conversations
 from memlane.eval.replay.locomo import normalise_evidence
+from memlane.retrieval import LEVERS, RECIPES
 from memlane.types import MemoryType
 
 DEPTH = 40
@@ -45,6 +48,8 @@ class Q:
     fts: list[tuple[str, float]]  # (id, BM25), best first
     cosine: dict[str, float]
     text: str
+    #: recipe name -> the real search's top 10 ids (:data:`memlane.retrieval.RECIPES`, LEVERS)
+    real: dict[str, list[str]] = field(default_factory=dict)
 
 
 def _inputs(conv: Any) -> list[list[MemoryInput]]:
@@ -113,6 +118,15 @@ def collect(path: Path, chosen: str | None) -> tuple[list[Q], dict[str, Any]]:
                 emb = engine.store.embeddings(owner, ids)
                 matrix = np.stack([emb[i] for i in ids])
                 for q in conv.questions:
+                    real = {
+                        name: [
+                            h.memory.id
+                            for h in engine.retriever.search(
+                                q.text, owner=owner, limit=10, mode=r, record_access=False
+                            )
+                        ]
+                        for name, r in {**RECIPES, **LEVERS}.items()
+                    }
                     qvec = engine.embed_query(q.text)
                     vec = engine.store.vector_search(owner, None, qvec, DEPTH, None)
                     fts = engine.store.fts_search(owner, None, q.text, DEPTH, None)
@@ -125,6 +139,7 @@ def collect(path: Path, chosen: str | None) -> tuple[list[Q], dict[str, Any]]:
                             [(h.id, h.score) for h in fts],
                             dict(zip(ids, (matrix @ qvec).tolist(), strict=True)),
                             q.text,
+                            real,
                         )
                     )
                 print(f"collected {owner}: {len(rows)} memories", flush=True)
@@ -286,6 +301,22 @@ def main() -> None:
     for mid, m in sorted(memories.items(), key=lambda kv: (kv[1]["session"], kv[1]["pos"])):
         by_session.setdefault(m["session"], []).append(mid)
     rows = []
+    for name in questions[0].real if questions else []:
+
+        def real_recall(qs: Iterable[Q], name: str = name) -> float:
+            values = []
+            for q in qs:
+                covered: set[str] = set()
+                for mid in q.real[name]:
+                    covered |= q.wanted.intersection(memories[mid]["evidence"])
+                values.append(len(covered) / len(q.wanted))
+            return sum(values) / len(values) if values else 0.0
+
+        r_t = real_recall(q for q in questions if q.conv in tune)
+        r_c = real_recall(q for q in questions if q.conv in check)
+        r_a = real_recall(questions)
+        rows.append({"variant": f"real: {name}", "tune": r_t, "check": r_c, "all": r_a})
+        print(f"real {name:<37} tune {r_t:.4f}  check {r_c:.4f}  all {r_a:.4f}", flush=True)
     for name, v in VARIANTS.items():
         r_t = recall([q for q in questions if q.conv in tune], memories, by_session, **v)
         r_c = recall([q for q in questions if q.conv in check], memories, by_session, **v)

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 
@@ -134,6 +134,7 @@ class NearPairs:
         self.threshold = threshold
         self.vectors = vectors
         self._shown = [mid for mid in window if mid in vectors]
+        self._shown_matrix: np.ndarray[Any, Any] | None = None  # rows of _shown, built lazily
         self._pool: dict[str, Memory] = {}
         self._texts: dict[str, Memory | None] = {}
 
@@ -147,6 +148,7 @@ class NearPairs:
         """``memory_id`` is in this block: later candidates are compared with it."""
         if memory_id in self.vectors:
             self._shown.append(memory_id)
+            self._shown_matrix = None
 
     def _above(self, vec: Vector, ids: Sequence[str]) -> list[str]:
         if not ids:
@@ -169,7 +171,16 @@ class NearPairs:
         if vec is None:
             return Verdict()
         earlier: Memory | None = None
-        near_shown = self._above(vec, [i for i in self._shown if i != memory.id])
+        near_shown: list[str] = []
+        if self._shown:
+            if self._shown_matrix is None:
+                self._shown_matrix = np.stack([self.vectors[i] for i in self._shown])
+            cos = self._shown_matrix @ vec
+            near_shown = [
+                i
+                for i, c in zip(self._shown, cos, strict=True)
+                if float(c) > self.threshold and i != memory.id
+            ]
         for other, mid in zip(self._memories(near_shown), near_shown, strict=True):
             if other is None:  # gone from the store since it was shown: the old rule
                 return Verdict(skip="semantic_duplicate")
