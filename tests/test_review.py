@@ -203,7 +203,7 @@ def test_review_with_the_llm(make_engine: MakeEngine, kind: str) -> None:
         outcomes = engine.review_with_llm()
     assert len(script.requests) == 2  # the two rejections, not the gray_keep
     (only,) = outcomes  # the failed call left its row unreviewed
-    assert only.action == "reversed" and only.reasoning == "[verify-v2] scripted"
+    assert only.action == "reversed" and only.reasoning == "[verify-v3] scripted"
     assert only.restored is not None and only.restored.content == SAME
     pending = {r.decision for r in engine.review_pending()}
     assert pending == {Decision.REPLACED, Decision.GRAY_KEEP}

@@ -6,16 +6,16 @@ each decision (``[verify-v1] <reasoning>``), so a review can tell old decisions 
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 
 from memlane.types import TYPE_NAMES
 
-VERIFY_VERSION = "verify-v2"
+VERIFY_VERSION = "verify-v3"
 LEARN_VERSION = "learn-v1"
-JANITOR_VERSION = "janitor-v1"
-VERIFY_MANY_VERSION = "verify-many-v1"
+JANITOR_VERSION = "janitor-v2"
+VERIFY_MANY_VERSION = "verify-many-v2"
 
 VERIFY_SYSTEM = """\
 You deduplicate the long-term memory of an AI assistant. You get an EXISTING memory and a NEW \
@@ -28,7 +28,8 @@ memory that keeps every fact of both, no longer than both together.
 - "keep": they state different facts that can both be true (other people, other things, other \
 times): store both.
 When unsure, answer "keep". Answer with one JSON object only: \
-{"action": "merge" | "reject" | "contradict" | "keep", "merged_text": string or null, \
+{"action": "merge" | "reject" | "contradict" | "keep", "merged_text": the merged memory for \
+"merge", else "", \
 "reasoning": one short sentence}."""
 
 VERIFY_USER = "EXISTING: {existing}\nNEW: {new}"
@@ -38,7 +39,8 @@ VERIFY_MANY_SYSTEM = (
     VERIFY_SYSTEM.split("Answer with one JSON object only")[0]
     + """You get several numbered PAIRS, each an EXISTING memory and a NEW one; decide each pair on \
 its own. Answer with one JSON object only: {"answers": [{"pair": number, "action": "merge" | \
-"reject" | "contradict" | "keep", "merged_text": string or null, "reasoning": one short \
+"reject" | "contradict" | "keep", "merged_text": the merged memory for "merge", else "", \
+"reasoning": one short \
 sentence}]}, one answer for every pair."""
 )
 
@@ -62,7 +64,8 @@ other words, one maybe with more detail) and write ONE memory that keeps every f
 "merged_text", no longer than those memories together. Memories about other people, things or \
 times, or that contradict each other, are NOT the same: leave them out. Answer with one JSON \
 object only: {"action": "merge" | "keep", "members": [numbers of the memories merged, at least \
-two], "merged_text": string or null, "reasoning": one short sentence}. "keep": none of them \
+two], "merged_text": the merged memory for "merge", else "", "reasoning": one short \
+sentence}. "keep": none of them \
 say the same thing."""
 
 JANITOR_USER = "Memories:\n{numbered}"
@@ -72,25 +75,45 @@ class _Answer(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
 
+#: ``merged_text`` as the schema sent to the model says it: a string, always written (``""``
+#: unless merging). A grammar-constrained small model offered ``string or null`` answered
+#: ``merge`` with ``null`` every time (SmolLM2-135M under llama.cpp: docs/dedup.md), which the
+#: write path must refuse; pydantic still accepts ``null`` from a model that sends it.
+MergedText = Annotated[str | None, WithJsonSchema({"type": "string"})]
+#: The answer's fields a model must write (the schema's ``required``; pydantic keeps defaults).
+_WRITE_ALL = ConfigDict(
+    extra="ignore", json_schema_extra={"required": ["action", "merged_text", "reasoning"]}
+)
+
+
 class VerifyAnswer(_Answer):
     """The model's answer to :data:`VERIFY_SYSTEM`."""
 
+    model_config = _WRITE_ALL
+
     action: Literal["merge", "reject", "keep", "contradict"]
-    merged_text: str | None = None
+    merged_text: MergedText = None
     reasoning: str = Field(default="", max_length=2000)
 
 
 class JanitorAnswer(_Answer):
     """The model's answer to :data:`JANITOR_SYSTEM` (``members``: 1-based numbers)."""
 
+    model_config = _WRITE_ALL
+
     action: Literal["merge", "keep"]
     members: list[int] = Field(default_factory=list, max_length=200)
-    merged_text: str | None = None
+    merged_text: MergedText = None
     reasoning: str = Field(default="", max_length=2000)
 
 
 class PairAnswer(VerifyAnswer):
     """One pair's answer in :class:`VerifyManyAnswer` (``pair``: its 1-based number)."""
+
+    model_config = ConfigDict(
+        extra="ignore",
+        json_schema_extra={"required": ["pair", "action", "merged_text", "reasoning"]},
+    )
 
     pair: int
 
@@ -116,5 +139,22 @@ class LearnAnswer(_Answer):
 
 
 def json_schema(model: type[BaseModel]) -> dict[str, Any]:
-    """The JSON schema sent to providers that support structured output."""
-    return model.model_json_schema()
+    """The JSON schema sent to the model: its fields, types and required fields, without titles
+    and descriptions (docstrings written for developers, which a small model copies into its
+    answer when the schema is in its prompt)."""
+    bare: dict[str, Any] = _bare(model.model_json_schema())
+    return bare
+
+
+def _bare(schema: Any) -> Any:
+    """``schema`` without its ``title`` / ``description`` annotations (strings; a property of that
+    name is a dict and stays)."""
+    if isinstance(schema, dict):
+        return {
+            k: _bare(v)
+            for k, v in schema.items()
+            if not (k in ("title", "description") and isinstance(v, str))
+        }
+    if isinstance(schema, list):
+        return [_bare(v) for v in schema]
+    return schema

@@ -91,6 +91,10 @@ class ChatLLM:
         #: The server's URL, as the SDK resolved it (the official endpoint without base_url).
         self.endpoint = str(self._client.base_url).rstrip("/")
 
+    def close(self) -> None:
+        """Close the SDK client's connections (the provider is not used afterwards)."""
+        self._client.close()
+
     @property
     def form(self) -> str:
         """The form the next call asks in (``json_schema``, ``json_object``, ``text``;
@@ -127,7 +131,7 @@ class ChatLLM:
                 system, user, answer.__name__, P.json_schema(answer)
             )
             try:
-                parsed = answer.model_validate_json(json_text(text))
+                parsed = _validate(answer, text)
             except ValidationError as exc:
                 malformed = True
                 first = exc.errors()[0]
@@ -175,7 +179,7 @@ class ChatLLM:
         """Ask whether ``new`` duplicates ``existing``. Raises :class:`LLMError`."""
         user = P.VERIFY_USER.format(existing=existing, new=new)
         a = self._ask(P.VERIFY_SYSTEM, user, P.VerifyAnswer, "verify")
-        return LLMVerdict(a.action, a.merged_text, a.reasoning, P.VERIFY_VERSION)
+        return LLMVerdict(a.action, a.merged_text or None, a.reasoning, P.VERIFY_VERSION)
 
     def verify_many(self, pairs: list[tuple[str, str]]) -> list[LLMVerdict]:
         """Verify several ``(existing, new)`` pairs in one call, answers in order. Raises
@@ -192,7 +196,7 @@ class ChatLLM:
                 f"{len(pairs)}"
             )
         return [
-            LLMVerdict(x.action, x.merged_text, x.reasoning, P.VERIFY_MANY_VERSION)
+            LLMVerdict(x.action, x.merged_text or None, x.reasoning, P.VERIFY_MANY_VERSION)
             for x in (by_pair[n] for n in range(1, len(pairs) + 1))
         ]
 
@@ -210,7 +214,9 @@ class ChatLLM:
                 f"{self.provider} model {self.model!r} named members {a.members} of a list of "
                 f"{len(texts)} memories"
             )
-        return MergeVerdict(a.action, members, a.merged_text, a.reasoning, P.JANITOR_VERSION)
+        return MergeVerdict(
+            a.action, members, a.merged_text or None, a.reasoning, P.JANITOR_VERSION
+        )
 
     def extract_memories(self, transcript: str) -> list[ExtractedMemory]:
         """Memories worth keeping from ``transcript``. Raises :class:`LLMError`."""
@@ -298,6 +304,17 @@ class AnthropicLLM(ChatLLM):
             if form == "prefill" and not text.lstrip().startswith("{"):
                 text = "{" + text
         return text, resp.usage.input_tokens, resp.usage.output_tokens
+
+
+def _validate(answer: type[_A], text: str) -> _A:
+    """``text``'s first JSON object validated as ``answer``; control characters inside strings
+    (a raw newline a small model wrote) are tolerated. Raises :class:`ValidationError`."""
+    found = json_text(text)
+    try:
+        value = json.loads(found, strict=False)
+    except json.JSONDecodeError:
+        return answer.model_validate_json(found)  # raises, with pydantic's account of why
+    return answer.model_validate(value)
 
 
 def _excerpt(text: str, limit: int = 120) -> str:
