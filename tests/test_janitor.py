@@ -217,12 +217,24 @@ def test_cli_janitor_dry_run_then_run(cli_home: Path) -> None:
     runner = CliRunner()
     dry = runner.invoke(app, ["janitor", "--dry-run", "--home", str(cli_home)])
     assert dry.exit_code == 0, dry.stderr
-    assert "plan (dry run: nothing written)" in dry.stdout and "planned" in dry.stdout
-    assert "would merge" in dry.stdout and "nothing was written" in dry.stderr
+    assert "would merge (dry run)" in dry.stdout and "nothing was written" in dry.stderr
     plan = json.loads(
         runner.invoke(app, ["janitor", "--dry-run", "--json", "--home", str(cli_home)]).stdout
     )
     (planned,) = [p for p in plan["plans"] if p["outcome"] == "planned"]
+    (refused,) = [p for p in plan["plans"] if p["outcome"] == "guard"]
+    # the merge's every id in full (copyable); the non-merge counted, not listed
+    assert all(m["id"] in dry.stdout for m in planned["members"])
+    assert not any(m["id"] in dry.stdout for m in refused["members"])
+    assert "1 clusters not merged (--skipped lists them" in dry.stderr
+    listed = runner.invoke(
+        app, ["janitor", "--dry-run", "--skipped", "--home", str(cli_home)], terminal_width=200
+    )
+    merges_at, others_at = listed.stdout.index("would merge"), listed.stdout.index("not merged")
+    assert merges_at < others_at  # merges first
+    assert all(m["id"] in listed.stdout[others_at:] for m in refused["members"])
+    assert "refused by the near-identical" in listed.stdout and "35 became 36" in listed.stdout
+    assert "guard   guard" not in listed.stdout  # one column per fact
     assert planned["text"] == CAT_2 and plan["merged"] == 0
     data = json.loads(runner.invoke(app, ["janitor", "--json", "--home", str(cli_home)]).stdout)
     assert data["merged"] == 1 and data["skipped_by_guard"] == 1 and data["dry_run"] is False

@@ -10,16 +10,18 @@ prints the traceback before that line.
 
 from __future__ import annotations
 
+import inspect
 import json
 import logging
 import os
+import re
 import sys
 import traceback
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, NoReturn
 
 import typer
 from rich.console import Console
@@ -32,7 +34,7 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 from rich.text import Text
-from typer.core import TyperGroup
+from typer.core import TyperCommand, TyperGroup
 
 from memlane.errors import (
     ConfigError,
@@ -83,6 +85,40 @@ class _Group(TyperGroup):
             return super().invoke(ctx)
 
 
+class _Command(TyperCommand):
+    """A command whose usage line names its arguments as written: ``memlane get ID``, not
+    Typer's ``{ID}`` for a required one, upper case as Click writes them (``[NAME]`` stays for
+    an optional one)."""
+
+    def collect_usage_pieces(self, ctx: Any) -> list[str]:
+        pieces = super().collect_usage_pieces(ctx)
+        return [re.sub(r"^\{(.*)\}", lambda m: m.group(1).upper(), p) for p in pieces]
+
+
+def first_sentence(doc: str | None) -> str:
+    """The first sentence of a help text, whole (the command list shows it; Click would cut it
+    mid-sentence at the terminal's width and add "...")."""
+    text = " ".join(inspect.cleandoc(doc or "").split("\n\n")[0].split())
+    match = re.match(r"(.+?[.!?])(\s|$)", text)
+    return (match.group(1) if match else text).rstrip(".")
+
+
+def finish(group: typer.Typer) -> None:
+    """Every command of ``group`` and its sub-groups (once all are registered): the usage line
+    of :class:`_Command` and its first sentence as its line in the command list."""
+    for info in group.registered_commands:
+        if info.cls is None or info.cls is TyperCommand:
+            info.cls = _Command
+        if info.short_help is None:
+            info.short_help = first_sentence(info.help or (info.callback and info.callback.__doc__))
+    for sub in group.registered_groups:
+        if sub.typer_instance is not None:
+            if not isinstance(sub.short_help, str):  # None or Typer's DefaultPlaceholder
+                doc = sub.typer_instance.info.help
+                sub.short_help = first_sentence(doc if isinstance(doc, str) else None)
+            finish(sub.typer_instance)
+
+
 app = typer.Typer(
     name="memlane",
     cls=_Group,
@@ -93,6 +129,7 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,  # plain Click help: brackets printed as written, flags without a type
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 
@@ -120,6 +157,27 @@ AgentOption = Annotated[
 ]
 
 
+def stdout_closed() -> NoReturn:
+    """The reader of stdout went away (``memlane list | head``): not an error. Exit 0 quietly,
+    with stdout pointed at /dev/null so the interpreter's last flush cannot fail again (the
+    recipe of the Python docs, "Note on SIGPIPE")."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    raise typer.Exit(0)
+
+
+def _version(value: bool) -> None:
+    if value:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            number = version("memlane")
+        except PackageNotFoundError:  # run from a source tree that was not installed
+            number = "unknown (not installed)"
+        sys.stdout.write(f"memlane {number}\n")
+        raise typer.Exit(0)
+
+
 @app.callback()
 def _main(
     verbose: Annotated[
@@ -129,6 +187,7 @@ def _main(
             "-v",
             count=True,
             help="Log to stderr: -v for summaries (INFO), -vv for a line per memory (DEBUG).",
+            show_default=False,
         ),
     ] = 0,
     debug: Annotated[
@@ -137,6 +196,15 @@ def _main(
             "--debug",
             help="On an error, print the traceback too (also MEMLANE_DEBUG=1).",
             envvar="MEMLANE_DEBUG",
+        ),
+    ] = False,
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version",
+            callback=_version,
+            is_eager=True,
+            help="Print memlane's version and exit.",
         ),
     ] = False,
 ) -> None:
@@ -195,6 +263,8 @@ def handle_errors() -> Iterator[None]:
         yield
     except (typer.Exit, typer.Abort, typer.TyperException):
         raise  # Click's own: a chosen exit, ^C, a usage error
+    except BrokenPipeError:
+        stdout_closed()
     except MemlaneError as exc:
         if debug_enabled():
             traceback.print_exception(exc, file=sys.stderr)

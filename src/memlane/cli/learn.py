@@ -32,13 +32,14 @@ def learn(
 
     Injected [Context from memory] blocks are removed before the model sees the conversation;
     the extracted memories go through the write path (no duplicates) as one batch. Without an
-    LLM configured this is an error naming the setting (exit code 5).
+    LLM configured this is an error naming the setting (exit code 5); a transcript that cannot
+    be read (exit code 3).
 
     Example:  memlane learn chat.jsonl --owner alice
     """
     from memlane.learn import read_transcript
 
-    with engine_for(home) as engine:
+    with engine_for(home, create=True) as engine:
         messages = read_transcript(transcript)
         results = engine.learn(messages, owner=owner, agent=agent, session=session)
         stats = engine.llm_stats()

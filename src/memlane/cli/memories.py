@@ -96,11 +96,12 @@ def add(
 
     The decision is one of: added, hash_exact, auto_reject, replaced, gray_keep, guard_keep
     (and llm_*/fallback_* with an LLM). Empty text, an injected context block or an unknown type
-    is refused with exit code 1 and nothing is written.
+    is refused and nothing is written (exit code 3). A home that does not exist yet is created
+    (said once on stderr).
 
     Example:  memlane add "Alice prefers dark mode" --type preference --owner alice
     """
-    with engine_for(home) as engine:
+    with engine_for(home, create=True) as engine:
         result = engine.add(
             text,
             type=type,
@@ -183,8 +184,8 @@ def import_(
     ...) is reported with its line number and the reason; every good line is still imported.
     Valid lines are written in chunks of 256, one transaction each.
 
-    Exit code: 0 when every line was imported, 1 when any line was bad (the good ones are
-    imported all the same). An error of the store (disk full, busy, read-only) stops the import
+    Exit code: 0 when every line was imported; a bad line (exit code 1: the good ones are
+    imported all the same); a file that cannot be read (exit code 1). An error of the store (disk full, busy, read-only) stops the import
     with the code of its class (docs/errors.md); the chunks committed before it stay, and
     importing the file again adds only what is missing. With -v each committed chunk is logged.
 
@@ -204,7 +205,7 @@ def import_(
     errors: list[dict[str, Any]] = []
     decisions: Counter[str] = Counter()
     imported = 0
-    with engine_for(home) as engine, progress_bar() as progress:
+    with engine_for(home, create=True) as engine, progress_bar() as progress:
         task = progress.add_task("importing", total=len(numbered))
         chunk: list[tuple[int, MemoryInput]] = []
 
@@ -290,6 +291,8 @@ def list_(
 ) -> None:
     """List the active memories of an owner, newest first.
 
+    Errors: an unknown --type (exit code 3); a home that does not exist (exit code 4; nothing is created).
+
     Example:  memlane list --owner alice --type preference --limit 20
     """
     with engine_for(home) as engine:
@@ -316,6 +319,8 @@ def get(
     as_json: JsonOption = False,
 ) -> None:
     """Show one memory with its text history and its associations.
+
+    Errors: an id not in the owner's scope (exit code 4).
 
     Example:  memlane get 01a1fe35-5154-71f8-bc2c-fa27e9c4001f --owner alice --json
     """
@@ -346,6 +351,8 @@ def history(
 ) -> None:
     """Show the previous texts of a memory (every replace, merge or update keeps the old text).
 
+    Errors: an id not in the owner's scope (exit code 4).
+
     Example:  memlane history 01a1fe35-5154-71f8-bc2c-fa27e9c4001f --owner alice
     """
     with engine_for(home) as engine:
@@ -371,6 +378,8 @@ def update(
     as_json: JsonOption = False,
 ) -> None:
     """Give a memory new text (same id; the old text is kept in its history).
+
+    Errors: an id not in the owner's scope (exit code 4); empty text (exit code 3).
 
     Example:  memlane update 01a1fe35-5154-71f8-bc2c-fa27e9c4001f "Alice works at Initech" --owner alice
     """
@@ -401,6 +410,8 @@ def forget(
     """Forget a memory: it is never searched or injected again (kept on disk with its history;
     with --purge deleted from disk).
 
+    Errors: an id not in the owner's scope (exit code 4).
+
     Example:  memlane forget 01a1fe35-5154-71f8-bc2c-fa27e9c4001f --owner alice
     """
     with engine_for(home) as engine:
@@ -430,6 +441,8 @@ def dedup_log(
     as_json: JsonOption = False,
 ) -> None:
     """Show the write path's dedup log (every decision at or above gray_low), newest first.
+
+    Errors: a home that does not exist (exit code 4; nothing is created).
 
     Example:  memlane dedup-log --owner alice --decision replaced
     """

@@ -53,6 +53,8 @@ def search(
     The query is plain text: operators and quotes in it (AND, NEAR(, "...", *) are searched as
     words, never parsed as query syntax.
 
+    Errors: an empty query (exit code 3); a home that does not exist (exit code 4; nothing is created).
+
     Example:  memlane search "where does Alice work" --owner alice --type fact --type event
     """
     with engine_for(home) as engine:
@@ -126,6 +128,8 @@ def inject(
 
     Memories this session was already shown within the window are not repeated. Without --json,
     stdout is exactly the block (nothing when nothing is injected: a note on stderr says why).
+
+    Errors: an empty session or text (exit code 3); a home that does not exist (exit code 4; nothing is created).
 
     Example:  memlane inject "Which editor should I install?" --session chat-1 --owner alice
     """

@@ -14,8 +14,10 @@ from rich import box
 from rich.table import Table
 from rich.text import Text
 
-from memlane.cli.app import handle_errors, out
+from memlane.cli.app import err, handle_errors, out
+from memlane.config import Settings
 from memlane.engine import MemoryEngine
+from memlane.errors import NotFound
 from memlane.types import Association, Decision, Memory, MemoryVersion, WriteResult
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -38,11 +40,35 @@ def command(group: typer.Typer, name: str) -> Callable[[F], F]:
     return register
 
 
+def new_store(settings: Settings) -> bool:
+    """True when ``settings`` name a SQLite store whose file does not exist yet (opening it
+    would create it; a PostgreSQL store is the server's to have)."""
+    return settings.store.backend == "sqlite" and not settings.db_path.exists()
+
+
+def announce_new_store(settings: Settings) -> None:
+    """The one line a write to a new home prints (stderr): where the store was created."""
+    err.print(f"created a new memlane store: {settings.db_path}", highlight=False, markup=False)
+
+
 @contextmanager
-def engine_for(home: Path | None) -> Iterator[MemoryEngine]:
-    """Open the engine of ``--home`` for one command; memlane errors become ``error: ...``."""
+def engine_for(home: Path | None, *, create: bool = False) -> Iterator[MemoryEngine]:
+    """Open the engine of ``--home`` for one command; memlane errors become ``error: ...``.
+
+    A home folder that does not exist (SQLite store): a read (``create`` false) raises
+    :class:`NotFound` (exit 4) and creates nothing, so a typo in ``--home`` is not an empty
+    answer; a write creates the home and its store and says so once on stderr."""
     with handle_errors():
-        engine = MemoryEngine.open(home)
+        settings = Settings.load(home)
+        created = new_store(settings)
+        if created and not create and not settings.home_path.exists():
+            raise NotFound(
+                f"no memlane home at {settings.home_path}: check --home or MEMLANE_HOME "
+                "(`memlane add` or `memlane import` creates a new one)"
+            )
+        engine = MemoryEngine.open(home, settings)
+        if created:
+            announce_new_store(settings)
         try:
             yield engine
         finally:

@@ -97,7 +97,9 @@ def replay_command(
     """Replay LoCoMo conversations or BEAM chats: store each session's observations (or, with
     --learn, what the LLM learns from its dialogue; of a BEAM chat, its messages), inject before
     every (user) turn, then score the questions by evidence recall (hybrid vs vector-only vs
-    full-text-only), per category."""
+    full-text-only), per category.
+
+    Errors: a file that does not exist or is neither LoCoMo nor BEAM JSON (exit code 3)."""
     from memlane.eval.replay import load_conversations, select_conversations
 
     with handle_errors():

@@ -105,7 +105,9 @@ def confirm(
     home: HomeOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Confirm a decision: it stands."""
+    """Confirm a decision: it stands.
+
+    Errors: an entry id not in the owner's dedup log (exit code 4)."""
     with engine_for(home) as engine:
         _print_outcomes([engine.review(entry_id, "confirm", owner=owner)], as_json)
 
@@ -119,7 +121,9 @@ def reverse(
 ) -> None:
     """Reverse a decision: the text it took out of the store becomes a memory again (of a
     `replaced` decision the older text; a merge splits back), kept apart from the memory it was
-    matched with for good. Exits 1 when a live memory already holds that text (nothing written)."""
+    matched with for good. Exits 1 when a live memory already holds that text (nothing written).
+
+    Errors: an entry id not in the owner's dedup log (exit code 4)."""
     with engine_for(home) as engine:
         outcome = engine.review(entry_id, "reverse", owner=owner)
     _print_outcomes([outcome], as_json)

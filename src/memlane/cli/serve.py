@@ -5,16 +5,21 @@ FastAPI and uvicorn are imported inside the command: ``import memlane.cli`` stay
 
 from __future__ import annotations
 
+import errno
 import ipaddress
 import logging
+import os
 import signal
+import socket
 import sys
+from pathlib import Path
 from types import FrameType
 from typing import Annotated
 
 import typer
 
 from memlane.cli.app import HomeOption, app, err, fail
+from memlane.cli.render import announce_new_store, new_store
 from memlane.errors import ConfigError
 
 #: The signals that stop the server cleanly.
@@ -49,6 +54,77 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+def _listening_inodes(port: int) -> set[str]:
+    """Socket inodes listening on ``port`` (Linux ``/proc/net/tcp*``; empty elsewhere)."""
+    inodes: set[str] = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            rows = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for row in rows:
+            fields = row.split()
+            # local_address is HEX_IP:HEX_PORT; state 0A is LISTEN; field 9 is the inode
+            if len(fields) > 9 and fields[3] == "0A" and int(fields[1].split(":")[1], 16) == port:
+                inodes.add(fields[9])
+    return inodes
+
+
+def port_holder(port: int) -> str | None:
+    """``"pid N (command line)"`` of the process listening on ``port``, when this user may see it
+    (Linux ``/proc``), else ``None``."""
+    inodes = {f"socket:[{inode}]" for inode in _listening_inodes(port)}
+    if not inodes:
+        return None
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            fds = list((proc / "fd").iterdir())
+        except OSError:  # another user's process, or gone
+            continue
+        if any(_link(fd) in inodes for fd in fds):
+            try:
+                cmd = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode().strip()
+            except OSError:
+                cmd = ""
+            return f"pid {proc.name} ({cmd or '?'})"
+    return None
+
+
+def _link(fd: Path) -> str:
+    """Where ``/proc/PID/fd/N`` points ("" for a descriptor closed meanwhile)."""
+    try:
+        return os.readlink(fd)
+    except OSError:
+        return ""
+
+
+def check_port(host: str, port: int) -> None:
+    """Raise :class:`ConfigError` (exit 5) naming the process that holds ``host:port`` and what
+    to do, before the model is loaded (a busy port found by uvicorn only after the model load
+    printed its raw ``[Errno 98]``). The probe binds as uvicorn does (``SO_REUSEADDR``)."""
+    family = socket.AF_INET6 if ":" in host.strip("[]") else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host.strip("[]"), port))
+        except OSError as exc:
+            if exc.errno != errno.EADDRINUSE:
+                raise ConfigError(
+                    "server.host", host, f"cannot listen there ({exc.strerror})"
+                ) from None
+            holder = port_holder(port)
+            who = f"by {holder}" if holder else "by another process"
+            stop = f"stop it (kill {holder.split()[1]})" if holder else "stop that process"
+            raise ConfigError(
+                "server.port",
+                port,
+                f"{host}:{port} is already in use {who}: {stop}, or serve on another port "
+                f"(memlane serve --port {port + 1}, or [server] port in memlane.toml)",
+            ) from None
+
+
 @app.command()
 def serve(
     home: HomeOption = None,
@@ -63,7 +139,10 @@ def serve(
     """Serve the HTTP API (/v1, OpenAPI at /docs) and the web pages until SIGTERM or ^C.
 
     Loopback by default; another address needs a token ([server] token or
-    MEMLANE_SERVER__TOKEN)."""
+    MEMLANE_SERVER__TOKEN). A port already in use is an error naming the process that holds it
+    (exit code 5), found before the model is loaded.
+
+    Example:  memlane serve --port 8766"""
     from memlane.config import Settings
     from memlane.engine import MemoryEngine
 
@@ -88,8 +167,12 @@ def serve(
             f"memlane serve needs the server extra: pip install 'memlane[server]' ({exc})"
         ) from None
 
+    check_port(bind, bind_port)
     _log_to_stderr()
+    created = new_store(settings)
     engine = MemoryEngine.open(home, settings)
+    if created:
+        announce_new_store(settings)
     try:
         err.print(f"loading the embedding model ({engine.embedder.name}) ...")
         engine.embed(["warm up"])  # ready only once the model answers

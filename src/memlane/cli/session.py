@@ -67,7 +67,7 @@ def reset(
     """Forget what a session was shown, so its memories may be injected again.
 
     Use it after the conversation history was compacted or cleared (the model no longer sees
-    the old blocks), or when a session is resumed. An unknown reason exits with code 1.
+    the old blocks), or when a session is resumed. An unknown reason is an error (exit code 3).
 
     Example:  memlane session reset chat-1 --reason compact --owner alice
     """
@@ -97,6 +97,8 @@ def show(
 ) -> None:
     """Show a session's tracking: turn, injected memories (with their turn), last reset, and its
     recent injection events.
+
+    Errors: a home that does not exist (exit code 4; nothing is created).
 
     Example:  memlane session show chat-1 --owner alice --json
     """
