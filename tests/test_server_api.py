@@ -55,6 +55,7 @@ def test_openapi_lists_every_route(client: TestClient) -> None:
         "/v1/memories",
         "/v1/memories/{memory_id}",
         "/v1/memories/{memory_id}/history",
+        "/v1/memories/{memory_id}/restore",
         "/v1/memories/{memory_id}/associations",
         "/v1/search",
         "/v1/inject",

@@ -63,7 +63,7 @@ def shot(page: Any, name: str) -> None:
 def test_settings_flows(page: Any, served: Served, store_backend: Backend) -> None:
     expect = sync_api.expect
     toml = store_backend.home / "memlane.toml"
-    page.goto(served.url + "/")
+    page.goto(served.url + "/settings")
     shot(page, "settings.png")
 
     # the global semantic threshold: the file changes, its comments survive, the server uses it
@@ -79,7 +79,7 @@ def test_settings_flows(page: Any, served: Served, store_backend: Backend) -> No
     assert current["semantic_threshold"] == 0.9
 
     # ambient awareness: collapsed; its type checkboxes appear when it is switched on
-    page.goto(served.url + "/")
+    page.goto(served.url + "/settings")
     expect(page.locator("#pinned-types")).to_be_hidden()
     page.click("#ambient summary")
     page.check("#f-ambient_enabled")
@@ -87,7 +87,7 @@ def test_settings_flows(page: Any, served: Served, store_backend: Backend) -> No
     expect(page.locator("input[name=pinned_types]")).to_have_count(8)
 
     # an invalid value: refused inline, nothing written
-    page.goto(served.url + "/")
+    page.goto(served.url + "/settings")
     before = toml.read_text()
     page.fill("#f-search_limit", "0")
     page.click("#save")
@@ -127,21 +127,33 @@ def test_memory_flows(page: Any, served: Served) -> None:
     expect(page.locator("#content")).to_have_text("The staging database is Postgres 16")
     shot(page, "memory.png")
 
-    page.goto(served.url + "/sessions?id=chat-1")
+    page.goto(served.url + "/sessions?id=chat-1")  # the old address: the session's page
     expect(page.locator("#turn")).to_contain_text("Turn 1")
-    shot(page, "sessions.png")
     page.goto(served.url + "/dedup-log")
     expect(page.locator("#log")).to_contain_text("hash_exact")
     shot(page, "dedup-log.png")
 
-    # forget from the page: gone from search
+    # forget from the page, after a confirmation: gone from search; one click restores it
     page.goto(served.url + "/memories?q=staging+Postgres")
     page.locator("#results a", has_text="Postgres 16").click()
+    memory_url = page.url
     page.click("#forget")
-    page.wait_for_url("**/memories?owner=default")
+    expect(page.locator("#confirm-forget")).to_be_visible()
+    page.click("#forget-cancel")  # cancelled: nothing happens
+    expect(page.locator("#m-status")).to_have_text("active")
+    page.click("#forget")
+    page.click("#forget-yes")
+    expect(page.locator("#status")).to_contain_text("Forgotten")
+    expect(page.locator("#m-status")).to_have_text("forgotten")
+    shot(page, "memory-forgotten.png")
     page.goto(served.url + "/memories?q=staging+Postgres")
     expect(page.locator("#results")).not_to_contain_text("Postgres 16")
     expect(page.locator("#results")).to_contain_text("No memory found")
+    page.goto(memory_url)
+    page.click("#restore")
+    expect(page.locator("#status")).to_contain_text("Restored")
+    page.goto(served.url + "/memories?q=staging+Postgres")
+    expect(page.locator("#results")).to_contain_text("Postgres 16")
 
 
 def test_dedup_log_review_buttons(page: Any, served: Served) -> None:
@@ -178,3 +190,147 @@ def test_dedup_log_review_buttons(page: Any, served: Served) -> None:
         assert http.get("/v1/dedup-log/unreviewed").json() == []
         memories = http.get("/v1/memories").json()["items"]
     assert sorted(m["content"] for m in memories) == sorted([base, spaced])
+
+
+def serious_violations(page: Any) -> list[str]:
+    """axe-core's serious and critical accessibility violations of the page (the axe-core
+    build shipped in the axe-playwright-python wheel; nothing downloaded)."""
+    from axe_playwright_python.sync_playwright import Axe
+
+    results = Axe().run(page)
+    return [
+        f"{v['id']} ({v['impact']}): {v['help']} -> {[n['target'] for n in v['nodes']][:3]}"
+        for v in results.response["violations"]
+        if v["impact"] in ("serious", "critical")
+    ]
+
+
+def seed_store(url: str) -> None:
+    """Two owners, an agent, a duplicate, a changed number and two sessions of alice."""
+    with httpx.Client(base_url=url) as http:
+        for owner, agent, content in (
+            ("alice", None, "Alice works at Acme"),
+            ("alice", "coder", "Alice prefers dark mode in her editor"),
+            ("alice", None, "Alice works at Acme"),
+            ("alice", None, "The weekly sync is at 3pm on Tuesdays"),
+            ("alice", None, "The weekly sync is at 4pm on Tuesdays"),
+            ("bob", None, "Bob lives in Lyon"),
+        ):
+            body = {"memory": {"content": content, "agent": agent}, "owner": owner}
+            assert http.post("/v1/memories", json=body).status_code == 200
+        for session, text in (("chat-1", "where does Alice work?"), ("chat-2", "sync time?")):
+            for _ in range(2):  # the second turn skips what the first showed
+                http.post("/v1/inject", json={"session": session, "text": text, "owner": "alice"})
+
+
+def test_overview_answers_in_three_clicks(page: Any, served: Served) -> None:
+    """From the overview: which owners and agents exist; what session X was shown at turn N and
+    why an item was skipped; why a text was not stored. Each page passes axe."""
+    expect = sync_api.expect
+    seed_store(served.url)
+    page.goto(served.url + "/")
+    expect(page.locator("#owners")).to_contain_text("alice")
+    expect(page.locator("#owners")).to_contain_text("bob")
+    expect(page.locator("#owners")).to_contain_text("coder 1")
+    expect(page.locator("#pick-owner")).to_have_value("alice")
+    assert serious_violations(page) == []
+    shot(page, "overview.png")
+
+    # 1. the agent's memories: one click on its count
+    page.locator("#owners a", has_text="coder 1").click()
+    expect(page.locator("#results")).to_contain_text("Alice prefers dark mode in her editor")
+    expect(page.locator("#pick-agent")).to_have_value("coder")  # remembered in the URL
+    assert "agent=coder" in page.url
+
+    # 2. session chat-1, turn 2: what it was shown and why the rest was left out
+    page.goto(served.url + "/")
+    page.locator("#session-counts a", has_text="chat-1").click()
+    turn2 = page.locator("#turn-2")
+    expect(turn2).to_contain_text("shown within the last turns (re-injection delay)")
+    expect(page.locator("#turn-1")).to_contain_text("Alice works at Acme")
+    assert serious_violations(page) == []
+    shot(page, "session.png")
+
+    # 3. why a text was not stored: the decision chip, then the log row in words
+    page.goto(served.url + "/")
+    page.locator("#decisions a", has_text="hash_exact").click()
+    expect(page.locator("#log")).to_contain_text("not stored: the same text")
+    page.goto(served.url + "/dedup-log?owner=alice")
+    expect(page.locator("#log del", has_text="3pm")).to_be_visible()
+    expect(page.locator("#log ins", has_text="4pm")).to_be_visible()
+    assert serious_violations(page) == []
+    shot(page, "dedup-log.png")
+
+
+def test_pickers_lists_and_not_found(page: Any, served: Served) -> None:
+    expect = sync_api.expect
+    seed_store(served.url)
+    page.goto(served.url + "/memories")
+    page.select_option("#pick-owner", "bob")  # applies at once, kept in the URL
+    page.wait_for_url("**/memories?owner=bob*")
+    expect(page.locator("#results")).to_contain_text("Bob lives in Lyon")
+    expect(page.locator("#count")).to_have_text("1 active memory")
+    page.click("nav >> text=Sessions")
+    assert "owner=bob" in page.url  # the nav keeps the owner
+    page.select_option("#pick-owner", "alice")
+    expect(page.locator("#sessions tbody tr")).to_have_count(2)
+    expect(page.locator("#sessions tbody tr").first).to_contain_text("chat-2")  # recent first
+    assert serious_violations(page) == []
+    shot(page, "sessions.png")
+    page.goto(served.url + "/memories?owner=alice&sort=text")
+    expect(page.locator("#count")).to_contain_text("active memories")
+    assert serious_violations(page) == []
+    shot(page, "memories-list.png")
+
+    page.goto(served.url + "/sessions/never-seen?owner=alice")
+    expect(page.locator("#error-title")).to_have_text("Not found")
+    expect(page.locator("#error-detail")).to_contain_text("never-seen")
+    page.goto(served.url + "/no/such/page")
+    expect(page.locator("#error-detail")).to_contain_text("No page at /no/such/page")
+    assert serious_violations(page) == []
+    shot(page, "not-found.png")
+    icon = page.request.get(served.url + "/favicon.ico")
+    assert icon.ok and icon.headers["content-type"] == "image/svg+xml"
+
+
+def test_agent_page_default_beside_override_and_field_revert(
+    page: Any, served: Served, store_backend: Backend
+) -> None:
+    expect = sync_api.expect
+    toml = store_backend.home / "memlane.toml"
+    page.goto(served.url + "/settings")
+    # the agent-name pattern is valid under Chromium's v flag (an invalid one never matches)
+    page.fill("#agent-name", "coder")
+    assert page.eval_on_selector("#agent-name", "el => el.validity.valid")
+    page.fill("#agent-name", "bad name")
+    assert not page.eval_on_selector("#agent-name", "el => el.validity.valid")
+    assert serious_violations(page) == []
+    page.goto(served.url + "/agents/coder")
+    page.fill("#f-max_total", "3")
+    page.fill("#f-search_limit", "7")
+    page.click("#save")
+    page.wait_for_url("**/agents/coder?saved=1")
+    expect(page.locator("#status")).to_have_text("Saved.")  # said after the reload too
+    expect(page.locator("#d-max_total")).to_have_text(
+        page.eval_on_selector(
+            "#settings-form", "f => String(JSON.parse(f.dataset.defaults).max_total)"
+        )
+    )
+    assert serious_violations(page) == []
+    shot(page, "agent-override.png")
+    page.click("button.revert-field[data-key=max_total]")
+    page.wait_for_url("**/agents/coder?saved=1")
+    expect(page.locator("#d-max_total")).to_have_count(0)
+    assert tomllib.loads(toml.read_text())["agents"]["coder"]["injection"] == {"search_limit": 7}
+
+
+def test_api_reference_renders_the_31_document(page: Any, served: Served) -> None:
+    expect = sync_api.expect
+    requests: list[str] = []
+    page.on("request", lambda r: requests.append(r.url))
+    page.goto(served.url + "/docs")
+    expect(page.locator(".swagger-ui .info .title")).to_contain_text("OAS 3.1")
+    expect(page.locator(".opblock-summary-path", has_text="/v1/inject").first).to_be_visible()
+    expect(page.locator(".swagger-ui")).not_to_contain_text("Unable to render this definition")
+    assert all(u.startswith(served.url) for u in requests), requests  # nothing from a CDN
+    shot(page, "api.png")

@@ -328,6 +328,10 @@ class MemoryEngine:
         memory = self.get(memory_id, owner=owner, agent=agent, include_inactive=True)
         return self.store.purge(owner, [memory.id])
 
+    def restore(self, memory_id: str, *, owner: str = "default") -> Memory:
+        """Undo :meth:`forget` (:meth:`WritePath.restore`). Raises :class:`NotFound`."""
+        return self.writer.restore(self.get(memory_id, owner=owner, include_inactive=True))
+
     # ------------------------------------------------------------------ reads
     def get(
         self,

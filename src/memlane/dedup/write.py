@@ -319,6 +319,17 @@ class WritePath:
         with self.store.transaction():
             return self.store.set_status(current.owner, current.id, Status.FORGOTTEN)
 
+    def restore(self, current: Memory) -> Memory:
+        """Undo :meth:`forget`: ``current`` is active again (searched and injected). Raises
+        :class:`NotFound` when it is not forgotten (active, or superseded by a newer text)."""
+        if current.status is not Status.FORGOTTEN:
+            raise NotFound(
+                f"memory {current.id!r} of {current.owner!r} is {current.status.value}, "
+                "not forgotten: nothing to restore"
+            )
+        with self.store.transaction():
+            return self.store.set_status(current.owner, current.id, Status.ACTIVE)
+
 
 class _Answers:
     """The LLM's answers (or failures) of one batch, each pair asked once. :meth:`add_many` asks

@@ -175,7 +175,7 @@ def create_app(state: ServerState) -> FastAPI:
         version="1",
         description="Long-term memory for LLM agents. Errors are RFC 9457 problem details.",
         lifespan=lifespan,
-        docs_url=None,  # served below from the swagger-ui-bundle package: no CDN
+        docs_url=None,  # served below from the fastapi-offline package: no CDN
         redoc_url=None,
         openapi_url=None,  # served below, behind the token
     )
@@ -202,8 +202,10 @@ def create_app(state: ServerState) -> FastAPI:
     app.add_middleware(BodyLimit, limit=server.max_body_bytes)
 
     @app.exception_handler(MemlaneError)
-    async def _memlane(request: Request, exc: MemlaneError) -> JSONResponse:
+    async def _memlane(request: Request, exc: MemlaneError) -> Response:
         status = status_of(exc)
+        if status == 404 and pages.wants_page(request):  # an unknown id or session on a page
+            return pages.not_found_page(request, 404, str(exc))
         headers = {"Retry-After": str(RETRY_AFTER_S)} if status == 503 else None
         errors = None
         if isinstance(exc, ConfigError):
@@ -225,11 +227,13 @@ def create_app(state: ServerState) -> FastAPI:
         return problem(422, detail or "invalid request", errors=errors)
 
     @app.exception_handler(StarletteHTTPException)
-    async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+    async def _http(request: Request, exc: StarletteHTTPException) -> Response:
         if exc.status_code == 400 and exc.__cause__ is not None:  # FastAPI read no body
             if isinstance(exc.__cause__, _TooLarge):  # counted while streaming (chunked)
                 return problem(413, f"the request body is over {server.max_body_bytes} bytes")
             return problem(422, _unreadable(exc.__cause__))
+        if exc.status_code == 404 and pages.wants_page(request):  # an unknown page: HTML
+            return pages.not_found_page(request, 404, f"No page at {request.url.path}.")
         return problem(exc.status_code, str(exc.detail), headers=dict(exc.headers or {}))
 
     @app.exception_handler(AuthError)
@@ -277,12 +281,16 @@ def create_app(state: ServerState) -> FastAPI:
 
 
 def _add_docs(app: FastAPI, guarded: list[Any]) -> None:
-    """``/docs``: Swagger UI over ``/openapi.json``, its script and style served from the
-    ``swagger-ui-bundle`` package (nothing fetched from the internet)."""
-    from fastapi.openapi.docs import get_swagger_ui_html
-    from swagger_ui_bundle import swagger_ui_path
+    """``/docs``: Swagger UI 5 (it renders OpenAPI 3.1, the version FastAPI writes) over
+    ``/openapi.json``, its script and style served from the ``fastapi-offline`` package's
+    bundled copy (nothing fetched from the internet; swagger-ui-bundle's 4.15 predates 3.1)."""
+    from pathlib import Path
 
-    app.mount("/docs-static", StaticFiles(directory=str(swagger_ui_path)), name="docs-static")
+    import fastapi_offline
+    from fastapi.openapi.docs import get_swagger_ui_html
+
+    assets = Path(fastapi_offline.__file__).resolve().parent / "static"
+    app.mount("/docs-static", StaticFiles(directory=str(assets)), name="docs-static")
 
     document: dict[str, Any] = {}
 
@@ -305,5 +313,5 @@ def _add_docs(app: FastAPI, guarded: list[Any]) -> None:
             title="memlane API",
             swagger_js_url="/docs-static/swagger-ui-bundle.js",
             swagger_css_url="/docs-static/swagger-ui.css",
-            swagger_favicon_url="/docs-static/favicon-32x32.png",
+            swagger_favicon_url="/favicon.ico",
         )

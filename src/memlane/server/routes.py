@@ -139,6 +139,11 @@ def router(state: ServerState) -> APIRouter:
             return memory
         return state.engine.forget(memory_id, owner=scope(who, owner), agent=agent)
 
+    @api.post("/memories/{memory_id}/restore", response_model=Memory, tags=["memories"])
+    def restore(memory_id: str, who: Caller, owner: Owner = None) -> Memory:
+        """Undo a forget: the forgotten memory is searched and injected again."""
+        return state.engine.restore(memory_id, owner=scope(who, owner))
+
     @api.get("/memories/{memory_id}/history", response_model=list[MemoryVersion], tags=["memories"])
     def history(
         memory_id: str, who: Caller, owner: Owner = None, agent: Agent = None

@@ -425,6 +425,17 @@ class MemoryStore(Protocol):
         when given)."""
         ...
 
+    def sessions(self, owner: str, limit: int = 200) -> list[dict[str, Any]]:
+        """``owner``'s sessions, most recently used first, at most ``limit``: ``session``,
+        ``turn``, ``updated_at`` (ISO 8601), ``last_reset_reason`` and ``events`` (the injection
+        events recorded). For the web pages; a statistic, no memory row is read."""
+        ...
+
+    def agent_counts(self) -> list[tuple[str, str | None, int]]:
+        """``(owner, agent, n)``: active memories per owner and agent (``None``: shared by the
+        owner's agents). A statistic for the overview page."""
+        ...
+
     def injection_events(self, owner: str, session: str, limit: int = 50) -> list[dict[str, Any]]:
         """The session's latest injection events, newest first (``turn``, ``memory_ids``,
         ``skipped``, ``elapsed_ms``, ``created_at``)."""

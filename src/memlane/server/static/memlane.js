@@ -52,7 +52,7 @@ function setupSettings(form) {
     }
     const url = agent ? `/v1/agents/${encodeURIComponent(agent)}/settings/injection` : "/v1/settings/injection";
     const res = await api("PUT", url, values);
-    if (res.ok) { say("Saved."); setTimeout(() => location.reload(), 300); return; }
+    if (res.ok) { say("Saved."); setTimeout(() => { location.href = `${location.pathname}?saved=1`; }, 300); return; }
     for (const err of res.data.errors || []) {
       const key = String(err.field).split(".").pop();
       const slot = document.getElementById(`err-${key}`);
@@ -60,6 +60,17 @@ function setupSettings(form) {
     }
     say(`Not saved: ${res.data.detail || res.status}`, true);
   });
+  for (const btn of form.querySelectorAll(".revert-field")) {
+    btn.addEventListener("click", async () => {  // this field follows the default again
+      const url = `/v1/agents/${encodeURIComponent(agent)}/settings/injection`;
+      const rest = { ...overrides };
+      delete rest[btn.dataset.key];
+      let res = await api("DELETE", url);
+      if (res.ok && Object.keys(rest).length) res = await api("PUT", url, rest);
+      if (res.ok) location.href = `${location.pathname}?saved=1`;
+      else say(`Not reverted: ${res.data.detail || res.status}`, true);
+    });
+  }
   const revert = document.getElementById("revert");
   if (revert) revert.addEventListener("click", async () => {
     const res = await api("DELETE", `/v1/agents/${encodeURIComponent(agent)}/settings/injection`);
@@ -67,7 +78,25 @@ function setupSettings(form) {
   });
 }
 
+function localTimes() {  // <time datetime=UTC>: shown in the browser's time zone, to the minute
+  const pad = (n) => String(n).padStart(2, "0");
+  for (const el of document.querySelectorAll("time[datetime]")) {
+    const d = new Date(el.getAttribute("datetime"));
+    if (isNaN(d)) continue;
+    el.textContent = `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())} ${pad(d.getHours())}:${pad(d.getMinutes())}`;
+    el.title = `${el.getAttribute("datetime")} (UTC)`;
+  }
+}
+
 document.addEventListener("DOMContentLoaded", () => {
+  localTimes();
+  const scope = document.getElementById("scope");
+  if (scope) {  // the pickers apply at once; the button stays for keyboards without scripts
+    const owner = document.getElementById("pick-owner");
+    owner.addEventListener("change", () => { document.getElementById("pick-agent").value = ""; scope.submit(); });
+    document.getElementById("pick-agent").addEventListener("change", () => scope.submit());
+  }
+  if (new URLSearchParams(location.search).get("saved") === "1") say("Saved.");
   const form = document.getElementById("settings-form");
   if (form) setupSettings(form);
   const open = document.getElementById("open-agent");
@@ -76,10 +105,28 @@ document.addEventListener("DOMContentLoaded", () => {
     location.href = `/agents/${encodeURIComponent(document.getElementById("agent-name").value.trim())}`;
   });
   const forget = document.getElementById("forget");
-  if (forget) forget.addEventListener("click", async () => {
+  const restore = document.getElementById("restore");
+  const dialog = document.getElementById("confirm-forget");
+  if (forget && dialog) forget.addEventListener("click", () => dialog.showModal());
+  if (dialog) dialog.addEventListener("close", async () => {
+    if (dialog.returnValue !== "forget") return;
     const { id, owner } = forget.dataset;
     const res = await api("DELETE", `/v1/memories/${encodeURIComponent(id)}?owner=${encodeURIComponent(owner)}`);
-    if (res.ok) location.href = `/memories?owner=${encodeURIComponent(owner)}`; else say(`Not forgotten: ${res.data.detail}`, true);
+    if (!res.ok) { say(`Not forgotten: ${res.data.detail}`, true); return; }
+    forget.hidden = true;
+    restore.hidden = false;
+    document.getElementById("m-status").textContent = "forgotten";
+    say("Forgotten: no longer searched or injected. Restore brings it back.");
+    restore.focus();
+  });
+  if (restore) restore.addEventListener("click", async () => {
+    const { id, owner } = restore.dataset;
+    const res = await api("POST", `/v1/memories/${encodeURIComponent(id)}/restore?owner=${encodeURIComponent(owner)}`);
+    if (!res.ok) { say(`Not restored: ${res.data.detail}`, true); return; }
+    restore.hidden = true;
+    if (forget) forget.hidden = false;
+    document.getElementById("m-status").textContent = "active";
+    say("Restored: searched and injected again.");
   });
   const reset = document.getElementById("reset");
   if (reset) reset.addEventListener("click", async () => {

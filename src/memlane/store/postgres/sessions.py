@@ -151,6 +151,34 @@ class SessionsMixin:
         with self._use() as conn:
             return {r[0] for r in conn.execute(sql, args).fetchall()}
 
+    def sessions(self, owner: str, limit: int = 200) -> list[dict[str, Any]]:
+        with self._use() as conn:
+            rows = conn.execute(
+                "SELECT s.session, s.turn, s.updated_at, s.last_reset_reason, "
+                "(SELECT count(*) FROM injection_events e WHERE e.owner = s.owner "
+                "AND e.session = s.session) FROM sessions s WHERE s.owner = %s "
+                "ORDER BY s.updated_at DESC LIMIT %s",
+                (owner, int(limit)),
+            ).fetchall()
+        return [
+            {
+                "session": r[0],
+                "turn": int(r[1]),
+                "updated_at": to_iso(r[2]),
+                "last_reset_reason": r[3],
+                "events": int(r[4]),
+            }
+            for r in rows
+        ]
+
+    def agent_counts(self) -> list[tuple[str, str | None, int]]:
+        with self._use() as conn:
+            rows = conn.execute(
+                "SELECT owner, agent, count(*) FROM memories WHERE status = 'active' "
+                "GROUP BY owner, agent ORDER BY owner, agent"
+            ).fetchall()
+        return [(r[0], r[1], int(r[2])) for r in rows]
+
     def injection_events(self, owner: str, session: str, limit: int = 50) -> list[dict[str, Any]]:
         with self._use() as conn:
             rows = conn.execute(

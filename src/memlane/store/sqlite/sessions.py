@@ -144,6 +144,26 @@ class SessionsMixin:
         with self._lock:
             return {r[0] for r in self._conn.execute(sql, args)}
 
+    def sessions(self, owner: str, limit: int = 200) -> list[dict[str, Any]]:
+        with self._lock:
+            rows = self._conn.execute(
+                "SELECT s.session, s.turn, s.updated_at, s.last_reset_reason, "
+                "(SELECT count(*) FROM injection_events e WHERE e.owner = s.owner "
+                "AND e.session = s.session) FROM sessions s WHERE s.owner = ? "
+                "ORDER BY s.updated_at DESC LIMIT ?",
+                (owner, int(limit)),
+            ).fetchall()
+        keys = ("session", "turn", "updated_at", "last_reset_reason", "events")
+        return [dict(zip(keys, r, strict=True)) for r in rows]
+
+    def agent_counts(self) -> list[tuple[str, str | None, int]]:
+        with self._lock:
+            rows = self._conn.execute(
+                "SELECT owner, agent, count(*) FROM memories WHERE status = 'active' "
+                "GROUP BY owner, agent ORDER BY owner, agent"
+            ).fetchall()
+        return [(r[0], r[1], int(r[2])) for r in rows]
+
     def injection_events(self, owner: str, session: str, limit: int = 50) -> list[dict[str, Any]]:
         with self._lock:
             rows = self._conn.execute(
