@@ -169,12 +169,13 @@ def test_dedup_log_review_buttons(page: Any, served: Served) -> None:
     by_decision = {r["decision"]: r for r in rows}
     assert set(by_decision) == {"hash_exact", "auto_reject"}, rows
     page.goto(served.url + "/dedup-log")
-    # the hash_exact row was confirmed when written; reversing it: its text is live -> reported
+    # the hash_exact row was confirmed when written; reversing it: the offered text is the kept
+    # memory's own text (main's review since 2024d70: a refusal, reported, nothing written)
     exact = page.locator(f"#review-{by_decision['hash_exact']['id']}")
     expect(exact.locator(".review-status")).to_have_text("confirmed")
     expect(exact.locator("[data-action=confirm]")).to_have_count(0)
     exact.locator("[data-action=reverse]").click()
-    expect(page.locator("#status")).to_contain_text("nothing written")
+    expect(page.locator("#status")).to_contain_text("nothing to restore")
     # the auto_reject row: confirm, then change our mind and reverse it
     cell = page.locator(f"#review-{by_decision['auto_reject']['id']}")
     expect(cell.locator(".review-status")).to_have_text("unreviewed")
