@@ -1,15 +1,18 @@
 """`make demo`: memlane on real text, offline, with the default model (all-MiniLM-L6-v2).
 
 1. The write path: ``examples/memories.jsonl`` is imported into a temporary home and each
-   offered memory's decision is printed (exact repeats, rewordings, swapped roles, changed
-   numbers ... and what the file expected).
+   duplicate-like line's decision is printed in words, beside the stored memory it was compared
+   with and the cosine (exact repeats, rewordings, swapped roles, changed numbers ...), with a
+   summary that adds up; then one injection block for a turn of alice's chat, and why the other
+   candidates were left out (and the same message again: nothing repeated).
 2. The main job: ``memlane replay`` on the first conversation of
    ``../shared/data/locomo/locomo_dev.json`` when that file exists (relative to the repository
    root), else on the small LoCoMo-format sample ``examples/locomo_sample.json``: observations
    stored session by session, an injection before every turn, then the questions scored by
-   evidence recall against the vector-only and full-text-only baselines.
+   evidence recall against the vector-only and full-text-only (BM25) baselines of the same run.
 
-Run from the repository root: ``.venv/bin/python scripts/demo.py``.
+Run from the repository root: ``.venv/bin/python scripts/demo.py`` (``--sample``: the small
+sample conversation even when the LoCoMo file exists; tests/test_demo.py runs it so).
 """
 
 from __future__ import annotations
@@ -26,13 +29,18 @@ for _var in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"):
     os.environ.setdefault(_var, "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
+from collections import Counter  # noqa: E402
+
 from rich.console import Console  # noqa: E402
+from rich.markup import escape  # noqa: E402
 from rich.table import Table  # noqa: E402
 
 from memlane.cli.replay import print_summary, run_replay  # noqa: E402
 from memlane.engine import MemoryEngine, MemoryInput  # noqa: E402
 from memlane.errors import MemlaneError  # noqa: E402
 from memlane.eval.replay import load_locomo  # noqa: E402
+from memlane.explain import DECISION_WORDS, SKIP_WORDS  # noqa: E402
+from memlane.types import Decision, WriteResult  # noqa: E402
 
 DEV = ROOT.parent / "shared" / "data" / "locomo" / "locomo_dev.json"
 SAMPLE = ROOT / "examples" / "locomo_sample.json"
@@ -43,7 +51,9 @@ err = Console(stderr=True)
 
 
 def write_path_demo() -> None:
-    """Import the example memories into a temporary home; one table row per offered memory."""
+    """Import the example memories into a temporary home; one table row per duplicate-like
+    offered memory (its decision in words, the stored memory it was compared with, the cosine);
+    then one injection for a turn, with what was left out and why."""
     lines = [ln for ln in MEMORIES.read_text(encoding="utf-8").splitlines() if ln.strip()]
     items = [MemoryInput.from_dict(json.loads(ln)) for ln in lines]
     with (
@@ -52,9 +62,21 @@ def write_path_demo() -> None:
     ):
         with err.status("embedding and deduplicating the example memories ..."):
             results = engine.add_many(items)
-        stored = engine.count()
-    table = Table(title=f"Write path: {MEMORIES.relative_to(ROOT)} (the duplicate-like cases)")
-    for name in ("owner", "offered text", "decision", "cosine", "expected"):
+        stored = sum(engine.count(owner) for owner in {i.owner for i in items})
+        compared = {
+            r.matched_id: engine.get(r.matched_id, owner=i.owner, include_inactive=True).content
+            for i, r in zip(items, results, strict=True)
+            if r.matched_id
+        }
+        write_table(items, results, compared, stored)
+        injection_demo(engine)
+
+
+def write_table(
+    items: list[MemoryInput], results: list[WriteResult], compared: dict[str, str], stored: int
+) -> None:
+    table = Table(title=f"Write path: {MEMORIES.relative_to(ROOT)} (the duplicate-like lines)")
+    for name in ("offered text", "decision: what it means", "compared with (stored)", "cosine"):
         table.add_column(name, justify="right" if name == "cosine" else "left")
     agree = plain = 0
     for item, result in zip(items, results, strict=True):
@@ -66,25 +88,60 @@ def write_path_demo() -> None:
             plain += 1  # a distinct memory stored as new: not shown
             continue
         sim = "" if result.similarity is None else f"{result.similarity:.3f}"
-        text = " ".join(item.content.split())
+        verdict = f"[bold]{decision}[/]: {escape(DECISION_WORDS.get(decision, decision))}"
+        if not ok:
+            verdict += f" [bold red](the file expects {expected})[/]"
         table.add_row(
-            item.owner,
-            text if len(text) <= 48 else text[:45] + "...",
-            decision if ok else f"[bold red]{decision}[/]",
+            escape(short(item.content)),
+            verdict,
+            escape(short(compared.get(result.matched_id or "", ""))),
             sim,
-            expected,
         )
     out.print(table)
+    kinds = Counter(r.decision.value for r in results)
+    own = [d for d in kinds if not Decision(d).duplicate]
+    absorbed = [d for d in kinds if Decision(d).duplicate]
+    n_own = sum(kinds[d] for d in own)
     out.print(
-        f"{len(items)} offered ({plain} distinct ones added, not shown), {stored} stored; "
-        f"{agree}/{len(items)} decisions as expected\n",
+        f"{len(items)} lines offered = {n_own} stored as memories of their own "
+        f"({_counts(kinds, own)}; {plain} plain additions not shown above) "
+        f"+ {len(items) - n_own} not stored again ({_counts(kinds, absorbed)}); "
+        f"the store holds {stored} memories. {agree}/{len(items)} decisions as the file expects.\n",
         highlight=False,
     )
 
 
+def _counts(kinds: Counter[str], names: list[str]) -> str:
+    return ", ".join(f"{d} {kinds[d]}" for d in sorted(names, key=lambda d: -kinds[d]))
+
+
+def short(text: str, width: int = 46) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
+def injection_demo(engine: MemoryEngine) -> None:
+    """One turn of a chat with alice: the block memlane puts before the model's turn, and why
+    the other candidates were left out; then the same message again (the delay at work)."""
+    message = "Can you set up my editor and plan lunch for the sprint planning?"
+    out.print(f"[bold]Injection[/] before alice's turn: [italic]{escape(message)}[/]")
+    for turn in (1, 2):
+        inj = engine.inject("demo-chat", message, owner="alice")
+        if inj.block:
+            out.print(escape(inj.block), highlight=False)
+        else:
+            out.print("(no block this turn)")
+        for reason, n in sorted(inj.skipped.items()):
+            out.print(f"  left out {n}: {SKIP_WORDS.get(reason, reason)} ({reason})")
+        if turn == 1:
+            out.print("[bold]The same message, next turn[/] (nothing repeated):")
+    out.print()
+
+
 def replay_demo() -> None:
-    """The replay on one conversation, with a progress bar and the summary tables."""
-    path = DEV if DEV.is_file() else SAMPLE
+    """The replay on one conversation, with a progress bar and the summary tables, then the
+    headline: hybrid recall beside the two single-leg baselines of the same run."""
+    path = SAMPLE if "--sample" in sys.argv or not DEV.is_file() else DEV
     conversations = load_locomo(path)[:1]
     shown = path.relative_to(ROOT.parent) if path == DEV else path.relative_to(ROOT)
     out.print(
@@ -95,6 +152,14 @@ def replay_demo() -> None:
     )
     report = run_replay(conversations, source=str(shown))
     print_summary(report)
+    ret = report["retrieval"]
+    base = ret["baselines"]
+    out.print(
+        f"recall@10 over {ret['questions']} questions: hybrid {ret['recall_at_10']:.3f}, "
+        f"vector alone {base['vector']['recall_at_10']:.3f}, "
+        f"BM25 alone {base['fts']['recall_at_10']:.3f} (same run, same memories)",
+        highlight=False,
+    )
 
 
 def main() -> int:

@@ -15,36 +15,7 @@ from typing import Any
 
 from markupsafe import Markup, escape
 
-from memlane.types import Decision
-
-#: Each write decision in words (docs/dedup.md has the full story of each).
-DECISION_WORDS: dict[str, str] = {
-    Decision.ADDED.value: "stored as a new memory",
-    Decision.HASH_EXACT.value: "not stored: the same text (case, spacing, punctuation aside)",
-    Decision.AUTO_REJECT.value: "not stored: nearly identical to a memory (the guard agreed)",
-    Decision.REPLACED.value: "replaced the older wording (kept in its history)",
-    Decision.GRAY_KEEP.value: "stored apart: similar, but not close enough to merge",
-    Decision.GUARD_KEEP.value: "stored apart: the near-identical guard saw a different fact",
-    Decision.LLM_MERGE.value: "merged into the memory by the LLM",
-    Decision.LLM_REJECT.value: "not stored: the LLM judged it the same fact",
-    Decision.LLM_KEEP.value: "stored apart: the LLM judged a different fact",
-    Decision.FALLBACK_REJECT.value: "not stored: the LLM failed, the similarity decided",
-    Decision.FALLBACK_KEEP.value: "stored apart: the LLM failed, kept to be safe",
-    Decision.JANITOR_MERGE.value: "merged by the janitor (after the fact)",
-}
-
-#: Why an injection left a candidate out, in words (the ``skipped`` keys of an injection).
-SKIP_WORDS: dict[str, str] = {
-    "already_injected": "shown within the last turns (re-injection delay)",
-    "same_session": "learned in this session: the model has it in the chat",
-    "semantic_duplicate": "too close to a memory shown or chosen already",
-    "superseded": "a newer version was shown or learned",
-    "duplicate_in_batch": "the same as another item of this block",
-    "budget": "over the block's token or item budget",
-    "trivial": "the message needs no memory (greeting, thanks, ok)",
-    "disabled": "contextual injection is off for this agent",
-    "ambient_off": "ambient (pinned) injection is off",
-}
+from memlane.explain import DECISION_WORDS, SKIP_WORDS
 
 #: Rows a list page shows at a time.
 PAGE_SIZE = 50
