@@ -123,6 +123,7 @@ def test_memory_flows(page: Any, served: Served) -> None:
     hit = page.locator("#results a", has_text="The staging database is Postgres 16")
     expect(hit).to_be_visible()
     shot(page, "memories.png")
+    assert serious_violations(page) == []
     hit.click()
     expect(page.locator("#content")).to_have_text("The staging database is Postgres 16")
     shot(page, "memory.png")
@@ -146,6 +147,7 @@ def test_memory_flows(page: Any, served: Served) -> None:
     expect(page.locator("#status")).to_contain_text("Forgotten")
     expect(page.locator("#m-status")).to_have_text("forgotten")
     shot(page, "memory-forgotten.png")
+    assert serious_violations(page) == []
     page.goto(served.url + "/memories?q=staging+Postgres")
     expect(page.locator("#results")).not_to_contain_text("Postgres 16")
     expect(page.locator("#results")).to_contain_text("No memory found")
