@@ -9,6 +9,7 @@ import http.client
 import json
 import re
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,7 +18,9 @@ from typer.testing import CliRunner
 
 from conftest import Backend
 from memlane.cli import app as cli_app
+from memlane.config import Settings
 from memlane.dedup.limits import METADATA_MAX_BYTES, METADATA_MAX_DEPTH, METADATA_MAX_KEYS
+from memlane.errors import ConfigError
 from server_support import ADMIN, ALICE, auth, run_server, serve_app, token_settings
 
 PROBLEM = "application/problem+json"
@@ -268,8 +271,8 @@ def test_a_cross_site_write_is_refused(client: TestClient, headers: dict[str, st
     assert client.get("/v1/dedup-log").json()["items"] == before
     assert len(client.get("/v1/memories").json()["items"]) == 1
     # the same-origin page (and a client that sends neither header) may write
-    same = client.post(
-        f"/v1/dedup-log/{entry}/confirm",
+    same = client.delete(
+        f"/v1/memories/{added.json()['results'][0]['memory']['id']}",
         headers={"Origin": "http://localhost", "Sec-Fetch-Site": "same-origin"},
     )
     assert same.status_code == 200
@@ -412,3 +415,13 @@ def test_page_links_encode_the_owner(client: TestClient) -> None:
     assert link == f"/memories/{mid}?owner=r%26d%2Bops%20%231"
     shown = client.get(link)
     assert shown.status_code == 200 and "the lab opens at nine" in shown.text
+
+
+@pytest.mark.parametrize(
+    "text", ['[sever]\ntoken = "admin-SECRET"\n', '[server]\ntoken = ["admin-SECRET"]\n']
+)
+def test_a_config_error_never_quotes_a_token(tmp_path: Path, text: str) -> None:
+    (tmp_path / "memlane.toml").write_text(text)
+    with pytest.raises(ConfigError) as caught:
+        Settings.load(tmp_path)
+    assert "SECRET" not in str(caught.value) and "<hidden>" in str(caught.value)

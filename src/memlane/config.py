@@ -290,8 +290,7 @@ class ServerSettings(_Section):
 
     host: str = "127.0.0.1"
     port: int = Field(default=8765, ge=1, le=65535)
-    #: Bearer token every route but ``/health`` requires when set ("" or blank = none; then
-    #: loopback only).
+    #: Bearer token of every route but ``/health`` ("" or blank = none: loopback only).
     token: Annotated[str, StringConstraints(strip_whitespace=True)] = ""
     #: Tokens bound to one owner: ``{owner = "token"}``; such a token sees only that owner.
     owner_tokens: dict[
@@ -496,4 +495,6 @@ def _config_error(exc: ValidationError, prefix: str = "") -> ConfigError:
     value = err.get("input")
     if isinstance(value, Mapping) and "api_key" in value:  # never echo a secret
         key, value, msg = f"{key}.api_key", "<hidden>", msg.removeprefix("api_key: ")
+    elif any(w in f"{key} {str(value)[:10_000]}".lower() for w in ("token", "secret", "passw")):
+        value = "<hidden>"  # a token in a misspelt place ([sever] token = ...): never echoed
     return ConfigError(key, value, msg)

@@ -104,8 +104,10 @@ class SameOrigin:
         if origin and origin in self.cors:
             return None
         site = (_header(scope, b"sec-fetch-site") or "").lower()
-        own = f"{scope.get('scheme', 'http')}://{(host or '').lower()}"
-        if site in ("same-site", "cross-site") or (origin and origin != own):
+        # The Origin's host[:port] against the Host header (the scheme may differ behind a TLS
+        # proxy; a page of another port or name is another origin).
+        netloc = origin.split("://", 1)[-1]
+        if site in ("same-site", "cross-site") or (origin and netloc != (host or "").lower()):
             return self.problem(
                 403,
                 "a cross-site request may not change anything here (a page of another site "
