@@ -188,7 +188,7 @@ def test_import_killed_at_random_moments_loses_nothing(
     assert np.allclose(np.vstack([stored[i] for i in ids]), expected, atol=1e-6)
     store = engine.store
     assert isinstance(store, SQLiteStore)
-    assert len(store._cache.vector("default")) == LINES  # the ANN index, caught up from the rows
+    assert len(store.cache.vector("default")) == LINES  # the ANN index, caught up from the rows
     sample = random.Random(SEED).sample(ids, 100)
     misses = [
         by_id[i]

@@ -730,7 +730,7 @@ def test_links_across_owners_are_never_read(sqlite_backend: Backend) -> None:
     engine = sqlite_backend.engine()
     a = engine.add(TEXT, owner="alice").memory.id
     b = engine.add(TEXT, owner="bob").memory.id
-    conn = engine.store._conn  # type: ignore[attr-defined]
+    conn = engine.store.db.conn  # type: ignore[attr-defined]
     with engine.store.transaction():
         conn.execute(
             "INSERT INTO associations (source_id, target_id, relation, weight, created_at) "

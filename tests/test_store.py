@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from numpy.typing import NDArray
 
-import memlane.store.sqlite.store as sqlite_store
+import memlane.store.sql.store as sql_store
 from conftest import Backend
 from memlane import (
     ChangeReason,
@@ -31,9 +31,10 @@ from memlane._text import content_hash
 from memlane.embeddings import embed_texts
 from memlane.store import MemoryStore, NewMemory
 from memlane.store.base import NewDedupLog
+from memlane.store.index_cache import IndexCache
+from memlane.store.metadata import merge_metadata
 from memlane.store.sqlite import SQLiteStore
 from memlane.store.sqlite.migrations import MIGRATIONS
-from memlane.store.sqlite.store import merge_metadata
 
 EMB = HashEmbedder()
 
@@ -384,7 +385,7 @@ def test_migrations_recorded_and_idempotent(sqlite_backend: Backend) -> None:
 def test_wal_mode(sqlite_backend: Backend) -> None:
     store = sqlite_backend.open_store(EMB)
     assert isinstance(store, SQLiteStore)
-    assert store._conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    assert store.db.conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     store.close()
     conn = sqlite3.connect(sqlite_backend.home / "memlane.db")
     try:  # WAL is a property of the file: a plain connection sees it too
@@ -405,8 +406,8 @@ def test_busy_timeout_setting_survives_access_flushes(sqlite_backend: Backend) -
     assert isinstance(store, SQLiteStore)
     mid = insert(store, "remember me")
     store.record_access("default", [mid])
-    store._flush_access(force=True)
-    assert store._conn.execute("PRAGMA busy_timeout").fetchone()[0] == 1234
+    store.db.flush_access(force=True)
+    assert store.db.conn.execute("PRAGMA busy_timeout").fetchone()[0] == 1234
 
 
 def test_close_waits_for_another_writer_instead_of_failing(sqlite_backend: Backend) -> None:
@@ -431,14 +432,14 @@ def test_close_waits_for_another_writer_instead_of_failing(sqlite_backend: Backe
 class _LoadSpy:
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.loaded: list[bool] = []
-        real = SQLiteStore._load_index
+        real = IndexCache.load_vector_file
 
-        def spy(store: SQLiteStore, owner: str) -> Any:
-            index = real(store, owner)
+        def spy(cache: IndexCache, owner: str) -> Any:
+            index = real(cache, owner)
             self.loaded.append(index is not None)
             return index
 
-        monkeypatch.setattr(SQLiteStore, "_load_index", spy)
+        monkeypatch.setattr(IndexCache, "load_vector_file", spy)
 
 
 def _search(store: MemoryStore, text: str) -> Sequence[tuple[str, float]]:
@@ -448,7 +449,7 @@ def _search(store: MemoryStore, text: str) -> Sequence[tuple[str, float]]:
 def test_vector_index_saved_reused_and_caught_up(
     sqlite_backend: Backend, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(sqlite_store, "_PERSIST_MIN_VECTORS", 1)
+    monkeypatch.setattr(sql_store, "PERSIST_MIN_ROWS", 1)
     texts = [f"memory number {w} about {w} things" for w in ("red", "blue", "green", "gold")]
     first = sqlite_backend.open_store(EMB)
     ids = [insert(first, t) for t in texts]
@@ -458,7 +459,7 @@ def test_vector_index_saved_reused_and_caught_up(
     assert [p.suffix for p in sorted(vec_dir.iterdir())] == [".json", ".usearch"]
 
     # A second process-like connection loads the saved index and reuses it.
-    monkeypatch.setattr(sqlite_store, "_PERSIST_MIN_VECTORS", 10**9)  # it will not save
+    monkeypatch.setattr(sql_store, "PERSIST_MIN_ROWS", 10**9)  # it will not save
     spy = _LoadSpy(monkeypatch)
     second = sqlite_backend.open_store(EMB)
     assert _search(second, texts[1])[0][0] == ids[1]
@@ -484,13 +485,13 @@ def test_vector_index_saved_reused_and_caught_up(
     assert ids[3] not in {h for h, _ in _search(third, texts[3])}
     assert spy.loaded == [True, True]
     assert isinstance(third, SQLiteStore)
-    assert len(third._indexes["default"]) == 4  # 5 rows, one forgotten
+    assert len(third.cache.vectors["default"]) == 4  # 5 rows, one forgotten
 
 
 def test_saved_index_of_another_store_is_ignored(
     sqlite_backend: Backend, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(sqlite_store, "_PERSIST_MIN_VECTORS", 1)
+    monkeypatch.setattr(sql_store, "PERSIST_MIN_ROWS", 1)
     store = sqlite_backend.open_store(EMB)
     insert(store, "old store memory")
     store.close()
@@ -530,7 +531,7 @@ def _fts(store: MemoryStore, text: str) -> list[str]:
 def test_text_index_saved_reused_and_caught_up(
     sqlite_backend: Backend, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(sqlite_store, "_PERSIST_MIN_VECTORS", 1)
+    monkeypatch.setattr(sql_store, "PERSIST_MIN_ROWS", 1)
     first = sqlite_backend.open_store(EMB)
     ids = [insert(first, f"the {w} kite flew over the hill") for w in ("red", "blue", "green")]
     assert _fts(first, "blue kite")[0] == ids[1]
@@ -539,14 +540,14 @@ def test_text_index_saved_reused_and_caught_up(
     assert [p.name.split(".", 1)[1] for p in saved.glob("*.npz")] == ["bm25.npz"]
 
     loads: list[bool] = []
-    real = SQLiteStore._load_text_index
+    real = IndexCache.load_text_file
 
-    def spy(self: SQLiteStore, owner: str) -> Any:
+    def spy(self: IndexCache, owner: str) -> Any:
         index = real(self, owner)
         loads.append(index is not None)
         return index
 
-    monkeypatch.setattr(SQLiteStore, "_load_text_index", spy)
+    monkeypatch.setattr(IndexCache, "load_text_file", spy)
     second = sqlite_backend.open_store(EMB)
     from memlane import Status
 
@@ -576,7 +577,7 @@ def test_text_index_saved_reused_and_caught_up(
 def test_corrupt_saved_text_index_is_rebuilt(
     sqlite_backend: Backend, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(sqlite_store, "_PERSIST_MIN_VECTORS", 1)
+    monkeypatch.setattr(sql_store, "PERSIST_MIN_ROWS", 1)
     store = sqlite_backend.open_store(EMB)
     mid = insert(store, "the harbour ferry leaves at noon")
     assert _fts(store, "ferry") == [mid]

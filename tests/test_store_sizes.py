@@ -37,7 +37,7 @@ def test_more_ids_than_sqlite_binds_in_one_statement(sqlite_backend: Backend) ->
     emb = HashEmbedder()
     store = sqlite_backend.open_store(emb)
     assert isinstance(store, SQLiteStore)
-    store._conn.setlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER, 999)
+    store.db.conn.setlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER, 999)
     texts = [f"note {i} about the kite festival in town {i % 7}" for i in range(N)]
     vectors = embed_texts(emb, texts)
     with store.transaction():
@@ -72,18 +72,18 @@ def test_reads_by_key_use_the_key_index_not_a_walk_of_the_owner(sqlite_backend: 
     with store.transaction():
         ids = _insert(store, texts, vectors)
     statements: list[str] = []
-    store._conn.set_trace_callback(statements.append)
+    store.db.conn.set_trace_callback(statements.append)
     try:
         assert len(store.get_many("default", ids[:5])) == 5
         assert len(store.embeddings("default", ids[:5])) == 5
         assert len(store.vector_search("default", None, vectors[0], 20)) == 20
         assert len(store.fts_search("default", None, "kite festival", 20)) == 20
     finally:
-        store._conn.set_trace_callback(None)
+        store.db.conn.set_trace_callback(None)
     by_key = [s for s in statements if "FROM memories" in s and " IN (" in s]
     assert len(by_key) >= 3
     for sql in by_key:
-        plan = " ".join(r[3] for r in store._conn.execute("EXPLAIN QUERY PLAN " + sql))
+        plan = " ".join(r[3] for r in store.db.conn.execute("EXPLAIN QUERY PLAN " + sql))
         assert "(owner=?)" not in plan and ("PRIMARY KEY" in plan or "autoindex" in plan), (
             sql,
             plan,

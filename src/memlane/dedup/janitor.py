@@ -52,7 +52,7 @@ from memlane.embeddings.cache import Embeddings
 from memlane.history import is_injection_text
 from memlane.llm import LLM, Merger
 from memlane.store.base import CandidatePair, ClusterMerge, MemoryStore, NewDedupLog
-from memlane.store.sqlite.rows import merge_metadata
+from memlane.store.metadata import merge_metadata
 from memlane.types import ChangeReason, Decision, Memory, ReviewStatus, Status
 
 __all__ = ["MAX_CLUSTER", "MAX_DF", "NEIGHBOURS", "ClusterPlan", "Janitor", "JanitorReport"]

@@ -37,7 +37,7 @@ from memlane.injection.agree import NearPairs
 from memlane.injection.sessions import check_session, injected_within
 from memlane.injection.trivial import is_trivial
 from memlane.retrieval import Retriever, query_terms
-from memlane.store.base import MemoryStore
+from memlane.store.base import MemoryStore, PinnedQuery, TurnStart
 from memlane.types import InjectedItem, Injection, Memory, PinnedSort
 
 log = logging.getLogger("memlane.injection")
@@ -169,15 +169,15 @@ class Injector:
             skipped["ambient_off"] += 1
             return self._finish(turn, store.session(owner, session).turn, _Chosen(), None, False)
         sort = PinnedSort(cfg.pinned_sort)
-        pool = [
-            (m, m.importance)
-            for m in store.pinned(owner, agent, cfg.pinned_types, cfg.pinned_limit, sort)
-        ]
+        query = PinnedQuery(cfg.pinned_types, cfg.pinned_limit, sort)
+        pool = [(m, m.importance) for m in store.turn_context(owner, session, agent, query).pinned]
         with store.transaction():
-            state = store.begin_turn(owner, session, cfg.context_window_depth)
+            start = store.start_turn(
+                owner, session, cfg.context_window_depth, [m.id for m, _ in pool]
+            )
+            state = start.state
             window = set(injected_within(state, state.turn, cfg.context_window_depth))
-            same_session = store.session_memory_ids(owner, session, state.last_reset_at)
-            chosen = self._select(owner, cfg, pool, [], window, same_session, skipped, max_chars)
+            chosen = self._select(owner, cfg, pool, [], window, start, skipped, max_chars)
             result = self._finish(turn, state.turn, chosen, None, True)
         self._log(result)
         return result
@@ -220,16 +220,14 @@ class Injector:
 
         # How many more search hits to take so that `search_limit` remain after step 4 (an
         # estimate from the state before the search; step 4 uses the state at selection time).
-        before = store.session(owner, session)
-        same_session = store.session_memory_ids(owner, session, before.last_reset_at)
-
-        pinned_pool: list[tuple[Memory, float]] = []
+        # One step: the session's state and memories, and the pinned memories.
+        pinned_query = None
         if cfg.ambient_enabled and cfg.pinned_types:
             sort = PinnedSort(cfg.pinned_sort)
-            pinned_pool = [
-                (m, m.importance)
-                for m in store.pinned(owner, agent, cfg.pinned_types, cfg.pinned_limit, sort)
-            ]
+            pinned_query = PinnedQuery(cfg.pinned_types, cfg.pinned_limit, sort)
+        context = store.turn_context(owner, session, agent, pinned_query)
+        same_session = context.same_session
+        pinned_pool = [(m, m.importance) for m in context.pinned]
         query = build_query(text, recent, cfg)
         hits = self.retriever.search(
             query,
@@ -242,12 +240,13 @@ class Injector:
 
         # Steps 4-6 and the record: one write transaction on a fresh read of the session (the
         # search above, the slow part, stays outside it).
+        candidates = [m.id for m, _ in pinned_pool + contextual_pool]
         with store.transaction():
-            state = store.begin_turn(owner, session, cfg.context_window_depth)
+            start = store.start_turn(owner, session, cfg.context_window_depth, candidates)
+            state = start.state
             window = set(injected_within(state, state.turn, cfg.context_window_depth))
-            same_session = store.session_memory_ids(owner, session, state.last_reset_at)
             chosen = self._select(
-                owner, cfg, pinned_pool, contextual_pool, window, same_session, skipped, max_chars
+                owner, cfg, pinned_pool, contextual_pool, window, start, skipped, max_chars
             )
             return self._finish(turn, state.turn, chosen, query, True)
 
@@ -258,7 +257,7 @@ class Injector:
         pinned_pool: list[tuple[Memory, float]],
         contextual_pool: list[tuple[Memory, float]],
         window: set[str],
-        same_session: set[str],
+        start: TurnStart,
         skipped: Counter[str],
         max_chars: int | None = None,
     ) -> _Chosen:
@@ -270,9 +269,10 @@ class Injector:
         are duplicates; of an ``update`` pair (a changed value, a negation) the newer is shown
         with the older's value and date (``notes``) and the older is never shown alone
         (``skipped["superseded"]`` when the newer was shown within the window or was learned
-        in this session); ``distinct`` pairs (swapped roles...) are both injectable."""
-        candidate_ids = [m.id for m, _ in pinned_pool + contextual_pool]
-        vectors = self.store.embeddings(owner, list(dict.fromkeys([*window, *candidate_ids])))
+        in this session); ``distinct`` pairs (swapped roles...) are both injectable.
+        ``start``: the turn's state (:meth:`~memlane.store.base.MemoryStore.start_turn`): the
+        session's memories and the embeddings of the window's memories and the candidates."""
+        same_session, vectors = start.same_session, start.vectors
         near = NearPairs(self.store, owner, cfg.semantic_threshold, vectors, window)
         near.add_pool([m for m, _ in pinned_pool + contextual_pool])
         chosen = _Chosen()
@@ -353,15 +353,13 @@ class Injector:
         skipped = dict(turn.skipped)
         elapsed = (time.perf_counter() - turn.started) * 1000.0
         if record:
-            self.store.record_injection(
+            self.store.finish_turn(
                 turn.owner,
                 turn.session,
                 number,
                 ids,
                 {"skipped": skipped, "elapsed_ms": elapsed, "query": query},
             )
-            if ids:
-                self.store.record_access(turn.owner, ids)
         elapsed = (time.perf_counter() - turn.started) * 1000.0  # with the record's writes
         return Injection(
             session=turn.session,

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from memlane.store.base import MemoryStore, NewMemory, ScoredId
 
 if TYPE_CHECKING:
-    from memlane.reembed import ReembedResult
+    from memlane.store.sql.reembed import ReembedResult
 
 __all__ = ["MemoryStore", "NewMemory", "ScoredId", "open_store", "reembed_store"]
 
@@ -61,8 +61,8 @@ def reembed_store(
     progress: Callable[[int, int], None] | None = None,
 ) -> ReembedResult:
     """Re-embed every memory of the store ``settings`` name with ``embedder`` and switch its
-    recorded model (:mod:`memlane.reembed` for SQLite, :mod:`memlane.store.postgres.reembed`
-    for PostgreSQL); a :class:`memlane.reembed.ReembedResult`.
+    recorded model (the steps of :mod:`memlane.store.sql.reembed`, SQLite's or PostgreSQL's switch);
+    a :class:`memlane.store.sql.reembed.ReembedResult`.
 
     Raises:
         ConfigError: ``postgres`` without the ``postgres`` extra installed.
@@ -70,7 +70,8 @@ def reembed_store(
     """
     from memlane.config import Settings
     from memlane.embeddings.base import Embedder
-    from memlane.reembed import ReembedResult, reembed
+    from memlane.store.sql.reembed import ReembedResult
+    from memlane.store.sqlite.reembed import reembed
 
     assert isinstance(settings, Settings) and isinstance(embedder, Embedder)
     cfg = settings.store

@@ -1,6 +1,12 @@
-"""The storage contract. Every backend (SQLite now, PostgreSQL next) implements
-:class:`MemoryStore` with its own SQL; the write path, retrieval and injection are written once
-against it.
+"""The storage contract: what the engine (write path, retrieval, injection, janitor, review)
+needs from a store, written once against it.
+
+One implementation serves every SQL backend: :class:`memlane.store.sql.store.SQLStore`, the
+domain's SQL written once over a small dialect per backend (:mod:`memlane.store.sql.dialect`:
+placeholders, time / JSON / vector conversion, ``ANY`` against chunked ``IN``, the change
+number) and its connections and vector leg (:mod:`memlane.store.sql.database`). Adding a backend
+means a dialect, a :class:`~memlane.store.sql.database.Database` and a vector leg; another kind
+of store (in memory, a service) implements this protocol and passes the shared tests.
 
 Rules every method follows (a backend that breaks one fails the shared test suite):
 
@@ -144,6 +150,37 @@ class ClusterMerge:
     confirmations: int
     metadata: Mapping[str, Any]
     reason: ChangeReason
+
+
+class PinnedQuery(NamedTuple):
+    """Which pinned memories a turn shows (:meth:`MemoryStore.pinned`'s arguments)."""
+
+    types: Sequence[MemoryType]
+    limit: int
+    sort: PinnedSort
+
+
+@dataclass(frozen=True, slots=True)
+class TurnContext:
+    """What an injection reads before its search (:meth:`MemoryStore.turn_context`): the
+    session's ``state``, the ids of its memories learned since its last reset
+    (``same_session``), and the ``pinned`` memories asked for."""
+
+    state: SessionState
+    same_session: set[str]
+    pinned: list[Memory]
+
+
+@dataclass(frozen=True, slots=True)
+class TurnStart:
+    """What :meth:`MemoryStore.start_turn` returns: the session's ``state`` with the new turn,
+    ``same_session`` (as :class:`TurnContext`'s, read again in the transaction), and
+    ``vectors``: the ``(dimension,)`` embeddings of the memories the session has injected (its
+    tracked window) and of the candidates asked for."""
+
+    state: SessionState
+    same_session: set[str]
+    vectors: dict[str, Vector]
 
 
 class MemoryStore(Protocol):
@@ -439,6 +476,38 @@ class MemoryStore(Protocol):
     def injection_events(self, owner: str, session: str, limit: int = 50) -> list[dict[str, Any]]:
         """The session's latest injection events, newest first (``turn``, ``memory_ids``,
         ``skipped``, ``elapsed_ms``, ``created_at``)."""
+        ...
+
+    # --- an injection turn in whole steps ----------------------------------------------------
+    def turn_context(
+        self, owner: str, session: str, agent: str | None, pinned: PinnedQuery | None
+    ) -> TurnContext:
+        """The reads an injection makes before its search, as one step (one round trip where
+        the backend pipelines): the session's state, its memories since the last reset, and
+        the pinned memories of the scope (none for ``pinned=None``)."""
+        ...
+
+    def start_turn(
+        self, owner: str, session: str, depth: int, candidates: Sequence[str]
+    ) -> TurnStart:
+        """:meth:`begin_turn` and the reads the selection needs, as one step: the new state,
+        the session's memories since its last reset, and the embeddings of the session's
+        injected memories and of ``candidates`` (ids not ``owner``'s are left out). Write:
+        joins the open transaction (whose lock on the session it holds to the end), or runs
+        in its own."""
+        ...
+
+    def finish_turn(
+        self,
+        owner: str,
+        session: str,
+        turn: int,
+        memory_ids: Sequence[str],
+        event: Mapping[str, Any],
+    ) -> None:
+        """:meth:`record_injection` and :meth:`record_access` of ``memory_ids``, as one step
+        (on PostgreSQL its writes travel with the transaction's commit). Write: joins the open
+        transaction, or runs in its own."""
         ...
 
 

@@ -19,11 +19,6 @@ Messages name the server as ``host:port/dbname`` (never the password of the DSN)
 
 from __future__ import annotations
 
-import functools
-import inspect
-from collections.abc import Callable
-from typing import Any, TypeVar
-
 import psycopg
 from psycopg import errors as pg_errors
 from psycopg.conninfo import conninfo_to_dict
@@ -78,34 +73,3 @@ def translate(exc: BaseException, operation: str, where: str) -> StoreError:
             operation=operation,
         )
     return StoreError(f"{where}: {operation} failed: {detail}", operation=operation)
-
-
-_C = TypeVar("_C", bound=type)
-_R = TypeVar("_R")
-
-
-def translating(cls: _C) -> _C:
-    """Class decorator: every public method of ``cls`` (its mixins' included) raises memlane
-    errors, never psycopg's (:func:`translate`; the operation is the method's name). ``open``
-    and ``transaction`` translate their own."""
-    for name in dir(cls):
-        attr = inspect.getattr_static(cls, name)
-        if name.startswith("_") or name in {"open", "transaction"} or not inspect.isfunction(attr):
-            continue
-        setattr(cls, name, _translated(attr))
-    return cls
-
-
-def _translated(method: Callable[..., _R]) -> Callable[..., _R]:
-    operation = method.__name__
-
-    @functools.wraps(method)
-    def wrapper(self: Any, *args: Any, **kwargs: Any) -> _R:
-        try:
-            return method(self, *args, **kwargs)
-        except psycopg.Error as exc:
-            if isinstance(exc, psycopg.OperationalError):
-                self._lost()
-            raise translate(exc, operation, self.where) from exc
-
-    return wrapper

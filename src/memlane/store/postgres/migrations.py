@@ -10,14 +10,20 @@ new index by hand (docs/postgres.md, "Settings").
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import psycopg
 
-from memlane._text import HASH_VERSION, content_hash
+from memlane.store.sql import migrate as runner
+from memlane.store.sql.dialect import PgDialect, Q
 
-#: ``meta`` key holding the :data:`memlane._text.HASH_VERSION` the stored hashes were made with.
-HASH_VERSION_KEY = "content_hash.version"
+_SETUP = (
+    "CREATE EXTENSION IF NOT EXISTS vector",
+    "CREATE TABLE IF NOT EXISTS migrations "
+    "(name text PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())",
+)
 #: Advisory-lock key of the migration step (``pg_advisory_xact_lock(key)``): "mlmg".
 MIGRATION_LOCK = 0x6D6C6D67
 
@@ -149,92 +155,33 @@ MIGRATIONS: list[tuple[str, str]] = [
 ]
 
 
-def pending(conn: psycopg.Connection[Any]) -> list[str]:
-    """Names of the migrations not applied yet (a read: no lock)."""
-    known = conn.execute("SELECT to_regclass('migrations') IS NOT NULL").fetchone()
-    done = set()
-    if known and known[0]:
-        done = {r[0] for r in conn.execute("SELECT name FROM migrations")}
-    return [name for name, _ in MIGRATIONS if name not in done]
+def _has_table(q: Q, name: str) -> bool:
+    row = q.one("SELECT to_regclass(?) IS NOT NULL", (name,))
+    return bool(row and row[0])
 
 
 def migrate(conn: psycopg.Connection[Any], params: dict[str, Any]) -> list[str]:
-    """Apply the pending migrations on ``conn`` (autocommit), each in its own transaction with
-    its record, under :data:`MIGRATION_LOCK`; then :func:`rehash` if needed. Returns the names
-    applied. ``params``: ``dim``, ``m``, ``ef_construction``.
+    """Apply the pending migrations on ``conn`` (autocommit) with the backend-neutral runner
+    (:mod:`memlane.store.sql.migrate`), each in its own transaction under
+    :data:`MIGRATION_LOCK`. Returns the names applied. ``params``: ``dim``, ``m``,
+    ``ef_construction``.
 
     Raises ``psycopg.Error`` (the caller translates); ``CREATE EXTENSION vector`` needs a role
     allowed to create it (a superuser, or the database owner on most managed services).
     """
-    applied: list[str] = []
-    if not pending(conn) and hash_current(conn):
-        return applied
-    with conn.transaction():
-        conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
-        conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
-        conn.execute(
-            "CREATE TABLE IF NOT EXISTS migrations "
-            "(name text PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())"
-        )
-    for name, script in MIGRATIONS:
+    q = Q(conn, PgDialect())
+
+    @contextmanager
+    def locked() -> Iterator[None]:
         with conn.transaction():
             conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
-            if conn.execute("SELECT 1 FROM migrations WHERE name = %s", (name,)).fetchone():
-                continue  # another process applied it meanwhile
-            conn.execute(script.format(**params).encode())
-            conn.execute("INSERT INTO migrations (name) VALUES (%s)", (name,))
-            if name == MIGRATIONS[0][0]:  # a new store: its hashes are of today's version
-                conn.execute(
-                    "INSERT INTO meta (key, value) VALUES (%s, %s)",
-                    (HASH_VERSION_KEY, str(HASH_VERSION)),
-                )
-            applied.append(name)
-    if not hash_current(conn):
-        with conn.transaction():
-            conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
-            rehash(conn)
-    return applied
+            yield
 
-
-def hash_current(conn: psycopg.Connection[Any]) -> bool:
-    """True when the stored content hashes were made with today's
-    :data:`memlane._text.HASH_VERSION`."""
-    if not conn.execute("SELECT to_regclass('meta') IS NOT NULL").fetchone()[0]:  # type: ignore[index]
-        return False
-    row = conn.execute("SELECT value FROM meta WHERE key = %s", (HASH_VERSION_KEY,)).fetchone()
-    return row is not None and row[0] == str(HASH_VERSION)
-
-
-def rehash(conn: psycopg.Connection[Any], batch: int = 2000) -> int:
-    """Recompute the stored content hashes (memories and history) of an older
-    :data:`memlane._text.HASH_VERSION`, inside the caller's transaction; returns how many
-    changed. Same rule as SQLite's: rows that now share a hash are all kept."""
-    if hash_current(conn):
-        return 0
-    changed = 0
-    for table, key in (("memories", "num"), ("memory_history", "id")):
-        last = -1
-        while True:
-            rows = conn.execute(
-                f"SELECT {key}, content, content_hash FROM {table} WHERE {key} > %s "
-                f"ORDER BY {key} LIMIT %s",
-                (last, batch),
-            ).fetchall()
-            if not rows:
-                break
-            last = rows[-1][0]
-            updates = [
-                (new, num) for num, content, old in rows if (new := content_hash(content)) != old
-            ]
-            if updates:
-                with conn.cursor() as cur:
-                    cur.executemany(
-                        f"UPDATE {table} SET content_hash = %s WHERE {key} = %s", updates
-                    )
-            changed += len(updates)
-    conn.execute(
-        "INSERT INTO meta (key, value) VALUES (%s, %s) ON CONFLICT (key) DO UPDATE SET "
-        "value = excluded.value",
-        (HASH_VERSION_KEY, str(HASH_VERSION)),
+    return runner.migrate(
+        q,
+        MIGRATIONS,
+        locked=locked,
+        has_table=_has_table,
+        statements=lambda script: [script.format(**params)],
+        setup=_SETUP,
     )
-    return changed

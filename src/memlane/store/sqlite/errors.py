@@ -24,14 +24,9 @@ fallback for errors the driver raises without one.
 from __future__ import annotations
 
 import errno
-import functools
-import inspect
 import os
 import sqlite3
-import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
 
 from memlane.errors import CorruptStore, ReadOnlyStore, StoreBusy, StoreError
 
@@ -148,34 +143,3 @@ def _translate_os(exc: OSError, operation: str, where: Path) -> StoreError:
 def is_busy(exc: sqlite3.Error) -> bool:
     """``exc`` is SQLite's "database is locked" (another connection holds the lock)."""
     return _primary_code(exc) in _BUSY
-
-
-_C = TypeVar("_C", bound=type)
-_R = TypeVar("_R")
-
-
-def translating(cls: _C) -> _C:
-    """Class decorator: every public method of ``cls`` — its own and its mixins' — raises
-    memlane errors, never the driver's (:func:`translate`; the operation is the method's name).
-    ``open`` and ``transaction`` translate their own (they also close or roll back)."""
-    for name in dir(cls):
-        attr = inspect.getattr_static(cls, name)
-        if name.startswith("_") or name in {"open", "transaction"} or not inspect.isfunction(attr):
-            continue
-        setattr(cls, name, _translated(attr))
-    return cls
-
-
-def _translated(method: Callable[..., _R]) -> Callable[..., _R]:
-    operation = method.__name__
-
-    @functools.wraps(method)
-    def wrapper(self: Any, *args: Any, **kwargs: Any) -> _R:
-        started = time.monotonic()
-        try:
-            return method(self, *args, **kwargs)
-        except sqlite3.Error as exc:
-            waited = time.monotonic() - started
-            raise translate(exc, operation, self.path, waited_s=waited) from exc
-
-    return wrapper

@@ -1,14 +1,8 @@
-"""Named migrations of the SQLite store, applied in order on open, each in one transaction with its
-"applied" record (the sqlite-utils pattern), then :func:`rehash` when the content hash changed."""
+"""Named migrations of the SQLite store, applied in order on open by the backend-neutral runner
+(:mod:`memlane.store.sql.migrate`: each in one transaction with its "applied" record, then a rehash
+when the content hash changed)."""
 
 from __future__ import annotations
-
-import sqlite3
-
-from memlane._text import HASH_VERSION, content_hash
-
-#: ``meta`` key holding the :data:`memlane._text.HASH_VERSION` the stored hashes were made with.
-HASH_VERSION_KEY = "content_hash.version"
 
 MIGRATIONS: list[tuple[str, str]] = [
     (
@@ -155,47 +149,3 @@ MIGRATIONS: list[tuple[str, str]] = [
         """,
     ),
 ]
-
-
-def hash_current(conn: sqlite3.Connection) -> bool:
-    """True when the stored content hashes were made with today's
-    :data:`memlane._text.HASH_VERSION` (a read: no lock needed)."""
-    row = conn.execute("SELECT value FROM meta WHERE key = ?", (HASH_VERSION_KEY,)).fetchone()
-    return row is not None and row[0] == str(HASH_VERSION)
-
-
-def rehash(conn: sqlite3.Connection, batch: int = 2000) -> int:
-    """Recompute every stored content hash (memories and their history) when
-    :data:`memlane._text.HASH_VERSION` differs from the one recorded in ``meta``; returns the
-    number of rows whose hash changed. Runs inside the caller's transaction (the open's
-    migration transaction): a crash leaves the old hashes and the old version, never a mix.
-
-    Two memories of one scope may now share a hash (text that differed only in punctuation or
-    case): both are kept — nothing stored is ever dropped — and the oldest is the one later
-    repeats confirm (:meth:`SQLiteStore.find_by_hash`).
-    """
-    if hash_current(conn):
-        return 0
-    changed = 0
-    for table, key in (("memories", "num"), ("memory_history", "id")):
-        last = -1
-        while True:
-            rows = conn.execute(
-                f"SELECT {key}, content, content_hash FROM {table} WHERE {key} > ? "
-                f"ORDER BY {key} LIMIT ?",
-                (last, batch),
-            ).fetchall()
-            if not rows:
-                break
-            last = rows[-1][0]
-            updates = [
-                (new, num) for num, content, old in rows if (new := content_hash(content)) != old
-            ]
-            conn.executemany(f"UPDATE {table} SET content_hash = ? WHERE {key} = ?", updates)
-            changed += len(updates)
-    conn.execute(
-        "INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET "
-        "value = excluded.value",
-        (HASH_VERSION_KEY, str(HASH_VERSION)),
-    )
-    return changed

@@ -1,0 +1,94 @@
+"""The change feed of the search caches (:class:`~memlane.store.index_cache.ChangeFeed`), written
+once over the ``memories`` table of every backend.
+
+Changes are numbered by the dialect's change column (SQLite ``vec_seq``, PostgreSQL
+``change_seq``), bumped on every insert, re-embed, text change or status change. The numbers are
+gap-free below what the feed returns: on SQLite writers number their changes on from the highest
+committed one while they hold the write lock; on PostgreSQL every change of an owner happens
+under that owner's advisory lock (:mod:`memlane.store.postgres.database`). Reads go through
+:meth:`~memlane.store.sql.database.Database.committed`: rows of a write transaction open in this
+process (which a rollback could take back) are never returned, except by :meth:`SQLFeed.memories`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from memlane.store.index_cache import RowRef, TextChange, VectorChange
+from memlane.store.sql.database import Database
+from memlane.store.sql.memories import Memories
+from memlane.types import Memory
+
+
+class SQLFeed:
+    """The change feed of one store (reads only); called under the cache lock."""
+
+    def __init__(self, db: Database, memories: Memories, store_id: Callable[[], str]) -> None:
+        self.db = db
+        self._memories = memories
+        self._store_id = store_id
+
+    def store_id(self) -> str:
+        """The ``store.uuid`` of the ``meta`` table (set when the store was created)."""
+        return self._store_id()
+
+    def _changes(self, owner: str, watermark: int, columns: str) -> tuple[list[Any], int]:
+        """Rows of ``owner`` changed since ``watermark`` (``num, active, <columns>``, in change
+        order) and the new watermark: one read, usually of no row. Inside a SQLite write
+        transaction, only rows committed before it began, and the watermark moves up to that
+        point: no committed row can lie between, so later catch-ups in the same transaction
+        read nothing at all."""
+        seq = self.db.dialect.seq_column
+        with self.db.committed() as q:
+            upto = self.db.feed_bound(q)
+            if upto is not None and upto <= watermark:
+                return [], watermark
+            sql = (
+                f"SELECT num, status = 'active', {columns}, {seq} FROM memories "
+                f"WHERE owner = ? AND {seq} > ?"
+            )
+            args: list[Any] = [owner, watermark]
+            if upto is not None:
+                sql += f" AND {seq} <= ?"
+                args.append(upto)
+            rows = q.all(sql + f" ORDER BY {seq}", args)
+        if upto is not None:
+            watermark = upto
+        elif rows:
+            watermark = int(rows[-1][-1])
+        return [tuple(r[:-1]) for r in rows], watermark
+
+    def vector_changes(self, owner: str, watermark: int) -> tuple[list[VectorChange], int]:
+        rows, mark = self._changes(owner, watermark, "embedding")
+        vec = self.db.dialect.vec_out
+        return [(int(n), bool(a), vec(v).tobytes()) for n, a, v in rows], mark
+
+    def text_changes(self, owner: str, watermark: int) -> tuple[list[TextChange], int]:
+        rows, mark = self._changes(owner, watermark, "content, agent, type")
+        return [(int(n), bool(a), c, ag, t) for n, a, c, ag, t in rows], mark
+
+    def row_refs(self, owner: str, keys: Sequence[int]) -> dict[int, RowRef]:
+        d = self.db.dialect
+        out: dict[int, RowRef] = {}
+        with self.db.committed() as q:
+            for cond, args in d.in_lists("num", keys, "bigint"):
+                for num, mid, agent, mtype, active in q.all(
+                    f"SELECT num, id, agent, type, status = 'active' FROM memories "
+                    f"WHERE {d.owner_filter} = ? AND {cond}",
+                    [owner, *args],
+                ):
+                    out[int(num)] = RowRef(mid, agent, mtype, bool(active))
+        return out
+
+    def memories(self, owner: str, keys: Sequence[int]) -> dict[int, Memory]:
+        with self.db.read() as q:  # the open transaction's rows included
+            found = self._memories.by_keys(q, owner, "num", keys)
+        return {num: mem for num, (_, mem) in found.items()}
+
+    def has_agent_scopes(self, owner: str) -> bool:
+        with self.db.committed() as q:
+            row = q.one(
+                "SELECT 1 FROM memories WHERE owner = ? AND agent IS NOT NULL LIMIT 1", (owner,)
+            )
+        return row is not None

@@ -1,0 +1,90 @@
+"""Mapping between ``memories`` rows and :class:`~memlane.types.Memory` values (every backend:
+the same columns, read through the dialect)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from memlane.store.base import DEDUP_LOG_COLUMNS, dedup_entry_of
+from memlane.store.sql.dialect import Dialect
+from memlane.types import (
+    Association,
+    ChangeReason,
+    DedupLogEntry,
+    Memory,
+    MemoryType,
+    MemoryVersion,
+    Relation,
+    Status,
+)
+
+__all__ = ["DEDUP_LOG_COLUMNS", "LINK_COLUMNS", "MEMORY_COLUMNS", "Rows"]
+
+#: Columns of a full memory row, in the order :meth:`Rows.memory` reads them (``num`` first).
+MEMORY_COLUMNS = (
+    "num, id, owner, agent, session, source, type, content, content_hash, importance, status, "
+    "created_at, updated_at, last_accessed_at, access_count, confirmations, metadata, valid_to"
+)
+#: Columns of an association (prefix ``a.``), in the order :meth:`Rows.link` reads them.
+LINK_COLUMNS = "a.source_id, a.target_id, a.relation, a.weight, a.created_at"
+#: Columns of a history row, in the order :meth:`Rows.version` reads them.
+VERSION_COLUMNS = "memory_id, version, content, content_hash, reason, replaced_at"
+
+
+class Rows:
+    """Rows to values through one dialect (times and JSON are stored each backend's way)."""
+
+    __slots__ = ("d",)
+
+    def __init__(self, dialect: Dialect) -> None:
+        self.d = dialect
+
+    def memory(self, row: Sequence[Any]) -> Memory:
+        """The memory of a row of :data:`MEMORY_COLUMNS` (``row[0]``, the row number, is not
+        in it). Raises ``ValueError`` for an unknown type or status."""
+        d = self.d
+        return Memory(
+            id=row[1],
+            owner=row[2],
+            agent=row[3],
+            session=row[4],
+            source=row[5],
+            type=MemoryType(row[6]),
+            content=row[7],
+            content_hash=row[8],
+            importance=float(row[9]),
+            status=Status(row[10]),
+            created_at=d.time_out(row[11]),  # type: ignore[arg-type]
+            updated_at=d.time_out(row[12]),  # type: ignore[arg-type]
+            last_accessed_at=d.time_out(row[13]),
+            access_count=int(row[14]),
+            confirmations=int(row[15]),
+            metadata=dict(d.json_out(row[16]) or {}),
+            valid_to=d.time_out(row[17]),
+        )
+
+    def entry(self, row: Sequence[Any]) -> DedupLogEntry:
+        """The dedup-log entry of a row of :data:`DEDUP_LOG_COLUMNS`."""
+        return dedup_entry_of(row, self.d.time_out(row[9]))  # type: ignore[arg-type]
+
+    def link(self, row: Sequence[Any]) -> Association:
+        """The association of a row of :data:`LINK_COLUMNS`."""
+        return Association(
+            source_id=row[0],
+            target_id=row[1],
+            relation=Relation(row[2]),
+            weight=float(row[3]),
+            created_at=self.d.time_out(row[4]),  # type: ignore[arg-type]
+        )
+
+    def version(self, row: Sequence[Any]) -> MemoryVersion:
+        """The history version of a row of :data:`VERSION_COLUMNS`."""
+        return MemoryVersion(
+            memory_id=row[0],
+            version=int(row[1]),
+            content=row[2],
+            content_hash=row[3],
+            reason=ChangeReason(row[4]),
+            replaced_at=self.d.time_out(row[5]),  # type: ignore[arg-type]
+        )

@@ -1,0 +1,99 @@
+"""An injection turn's store work in whole steps (written once for every backend): what the
+injection reads before its search (:meth:`Turns.context`), the start of the turn's write
+transaction with everything the selection needs (:meth:`Turns.start`), and what the turn
+recorded (:meth:`Turns.finish`). Each step is one round trip on a backend that pipelines
+(PostgreSQL: its statements travel together; ``BEGIN`` with the start, ``COMMIT`` with the
+record); on SQLite, a few statements in process. Contracts:
+:meth:`~memlane.store.base.MemoryStore.turn_context` and the two after it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from memlane.store.base import PinnedQuery, TurnContext, TurnStart, Vector
+from memlane.store.sql.database import Database
+from memlane.store.sql.memories import Memories
+from memlane.store.sql.sessions import Sessions
+
+
+class Turns:
+    """The injection's whole steps over one :class:`Database`."""
+
+    def __init__(self, db: Database, sessions: Sessions, memories: Memories) -> None:
+        self.db = db
+        self.sessions = sessions
+        self.memories = memories
+
+    def context(
+        self, owner: str, session: str, agent: str | None, pinned: PinnedQuery | None
+    ) -> TurnContext:
+        """The session's state, its memories since the last reset and the pinned memories:
+        one batch of reads."""
+        statements = [
+            self.sessions.state_sql(owner, session),
+            self.memories.since_reset_sql(owner, session),
+        ]
+        if pinned is not None and pinned.types and pinned.limit > 0:
+            statements.append(
+                self.memories.pinned_sql(owner, agent, pinned.types, pinned.limit, pinned.sort)
+            )
+        with self.db.read() as q:
+            rows = q.batch(statements)
+        return TurnContext(
+            state=self.sessions.state_of(owner, session, rows[0]),
+            same_session={str(r[0]) for r in rows[1]},
+            pinned=[self.memories.rows.memory(r) for r in rows[2]] if len(rows) > 2 else [],
+        )
+
+    def start(self, owner: str, session: str, depth: int, candidates: Sequence[str]) -> TurnStart:
+        """In the open write transaction: advance the session's turn (and prune), then read its
+        state, its memories since the last reset, and the embeddings of the memories it has
+        injected and of ``candidates``: one batch."""
+        d = self.db.dialect
+        vector_sql = (
+            f"SELECT id, embedding FROM memories WHERE {d.owner_filter} = ? AND (id IN "
+            "(SELECT memory_id FROM session_injections WHERE owner = ? AND session = ?)"
+        )
+        args: list[Any] = [owner, owner, session]
+        wanted = list(dict.fromkeys(candidates))
+        chunks = list(d.chunks(wanted))
+        first = chunks[0] if chunks else []
+        if first:
+            cond, more = d.in_list("id", first)
+            vector_sql += f" OR {cond}"
+            args.extend(more)
+        vector_sql += ")"
+        with self.db.write() as q:
+            rows = q.batch(
+                [
+                    *self.sessions.advance_sql(owner, session, depth),
+                    self.sessions.state_sql(owner, session),
+                    self.memories.since_reset_sql(owner, session),
+                    (vector_sql, args),
+                ]
+            )
+            vectors: dict[str, Vector] = {str(r[0]): d.vec_out(r[1]) for r in rows[-1]}
+            if len(chunks) > 1:  # more candidates than one statement takes (SQLite)
+                vectors.update(self.memories.embeddings(owner, [m for c in chunks[1:] for m in c]))
+        return TurnStart(
+            state=self.sessions.state_of(owner, session, rows[-3]),
+            same_session={str(r[0]) for r in rows[-2]},
+            vectors=vectors,
+        )
+
+    def finish(
+        self,
+        owner: str,
+        session: str,
+        turn: int,
+        memory_ids: Sequence[str],
+        event: Mapping[str, Any],
+    ) -> None:
+        """Record what ``turn`` injected (deferred to the commit) and count the injected
+        memories' accesses (buffered)."""
+        with self.db.write() as q:
+            self.sessions.record(q, owner, session, turn, memory_ids, event)
+        if memory_ids:
+            self.db.record_access(owner, memory_ids)
