@@ -35,15 +35,24 @@ damaged file :class:`~memlane.errors.CorruptStore`, anything else
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, NamedTuple, Protocol, TypeVar
+from typing import Any, Protocol
 
-import numpy as np
-from numpy.typing import NDArray
-
+from memlane.store.records import (
+    CHUNK,
+    CandidatePair,
+    Candidates,
+    ClusterMerge,
+    NewDedupLog,
+    NewMemory,
+    PinnedQuery,
+    ScoredId,
+    TurnContext,
+    TurnStart,
+    Vector,
+)
 from memlane.types import (
     Association,
     ChangeReason,
@@ -60,127 +69,20 @@ from memlane.types import (
     Status,
 )
 
-#: Unit-norm float32 embeddings: shape ``(dimension,)`` for one, ``(n, dimension)`` for a batch.
-Vector = NDArray[np.float32]
-T = TypeVar("T")
-
-#: Ids per ``IN (...)`` list: below SQLite's default limit of 999 bound parameters (twice over, for
-#: queries that repeat the list) and PostgreSQL's 65,535.
-CHUNK = 400
-
-
-class ScoredId(NamedTuple):
-    """A memory id with a leg score (cosine for vectors, BM25 for full text; higher is better)."""
-
-    id: str
-    score: float
-
-
-@dataclass(frozen=True, slots=True)
-class NewMemory:
-    """A validated memory ready to insert (the store assigns nothing but its row)."""
-
-    id: str
-    content: str
-    content_hash: str
-    type: MemoryType
-    importance: float
-    owner: str
-    agent: str | None
-    session: str | None
-    source: str | None
-    created_at: datetime
-    metadata: Mapping[str, Any] = field(default_factory=dict)
-
-
-@dataclass(frozen=True, slots=True)
-class NewDedupLog:
-    """One ``dedup_log`` row to write (see :class:`~memlane.types.DedupLogEntry`)."""
-
-    owner: str
-    new_text: str
-    existing_id: str | None
-    existing_text: str | None
-    similarity: float | None
-    decision: Decision
-    reasoning: str | None
-    review_status: ReviewStatus = ReviewStatus.UNREVIEWED
-
-
-@dataclass(frozen=True, slots=True)
-class CandidatePair:
-    """Two active memories of one ``(owner, agent)`` scope whose embeddings are close: ids ``a``
-    and ``b`` (``a`` the older row), their cosine, and where the pair came from (``"vector"``:
-    nearest neighbours in the ANN index; ``"tokens"``: a shared rare key token)."""
-
-    a: str
-    b: str
-    similarity: float
-    source: str
-
-
-@dataclass(frozen=True, slots=True)
-class Candidates:
-    """What :meth:`MemoryStore.candidate_pairs` found for one owner: ``pairs`` at or above the
-    similarity asked for; ``considered``: distinct pairs whose cosine was computed (the work
-    done, never all ``n * (n - 1) / 2``); ``memories``: active memories scanned."""
-
-    pairs: list[CandidatePair]
-    considered: int
-    memories: int
-    #: Pairs found by each source before the similarity filter (``vector``, ``tokens``).
-    by_source: Mapping[str, int] = field(default_factory=dict)
-
-
-@dataclass(frozen=True, slots=True)
-class ClusterMerge:
-    """One janitor merge (:meth:`MemoryStore.merge_memories`): the ``survivor`` takes
-    ``content`` (its old text, when it changes, and every absorbed member's text go to its
-    history with ``reason``) and the given importance, ``created_at``, confirmations and metadata;
-    every id of ``absorbed`` becomes ``superseded`` (``valid_to`` set, ``merged_into`` the
-    survivor in its metadata) and its associations move to the survivor."""
-
-    survivor: str
-    absorbed: Sequence[str]
-    content: str
-    content_hash: str
-    embedding: Vector
-    importance: float
-    created_at: datetime
-    confirmations: int
-    metadata: Mapping[str, Any]
-    reason: ChangeReason
-
-
-class PinnedQuery(NamedTuple):
-    """Which pinned memories a turn shows (:meth:`MemoryStore.pinned`'s arguments)."""
-
-    types: Sequence[MemoryType]
-    limit: int
-    sort: PinnedSort
-
-
-@dataclass(frozen=True, slots=True)
-class TurnContext:
-    """What an injection reads before its search (:meth:`MemoryStore.turn_context`): the
-    session's ``state``, the ids of its memories learned since its last reset
-    (``same_session``), and the ``pinned`` memories asked for."""
-
-    state: SessionState
-    same_session: set[str]
-    pinned: list[Memory]
-
-
-@dataclass(frozen=True, slots=True)
-class TurnStart:
-    """What :meth:`MemoryStore.start_turn` returns: the session's ``state`` with the new turn,
-    ``same_session`` (as :class:`TurnContext`'s, read again in the transaction), and
-    ``vectors``: the ``(dimension,)`` embeddings of the memories the session has injected (its
-    tracked window) and of the candidates asked for."""
-
-    state: SessionState
-    same_session: set[str]
-    vectors: dict[str, Vector]
+__all__ = [
+    "CHUNK",
+    "CandidatePair",
+    "Candidates",
+    "ClusterMerge",
+    "MemoryStore",
+    "NewDedupLog",
+    "NewMemory",
+    "PinnedQuery",
+    "ScoredId",
+    "TurnContext",
+    "TurnStart",
+    "Vector",
+]
 
 
 class MemoryStore(Protocol):
@@ -509,34 +411,3 @@ class MemoryStore(Protocol):
         (on PostgreSQL its writes travel with the transaction's commit). Write: joins the open
         transaction, or runs in its own."""
         ...
-
-
-#: Columns of a ``dedup_log`` row, in the order :func:`dedup_entry_of` reads them (the same
-#: table on every backend).
-DEDUP_LOG_COLUMNS = (
-    "id, owner, new_text, existing_id, existing_text, similarity, decision, reasoning, "
-    "review_status, created_at"
-)
-
-
-def dedup_entry_of(row: Sequence[Any], created_at: datetime) -> DedupLogEntry:
-    """The entry of a row of :data:`DEDUP_LOG_COLUMNS`; ``created_at``: ``row[9]`` as an aware
-    UTC datetime (each backend stores it its own way)."""
-    return DedupLogEntry(
-        id=int(row[0]),
-        owner=row[1],
-        new_text=row[2],
-        existing_id=row[3],
-        existing_text=row[4],
-        similarity=row[5],
-        decision=Decision(row[6]),
-        reasoning=row[7],
-        review_status=ReviewStatus(row[8]),
-        created_at=created_at,
-    )
-
-
-def iter_chunks(seq: Sequence[T], size: int = CHUNK) -> Iterator[Sequence[T]]:
-    """``seq`` in slices of at most ``size`` (bounded ``IN (...)`` lists)."""
-    for i in range(0, len(seq), size):
-        yield seq[i : i + size]

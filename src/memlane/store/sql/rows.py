@@ -4,18 +4,20 @@ the same columns, read through the dialect)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Any
 
-from memlane.store.base import DEDUP_LOG_COLUMNS, dedup_entry_of
 from memlane.store.sql.dialect import Dialect
 from memlane.types import (
     Association,
     ChangeReason,
+    Decision,
     DedupLogEntry,
     Memory,
     MemoryType,
     MemoryVersion,
     Relation,
+    ReviewStatus,
     Status,
 )
 
@@ -26,6 +28,31 @@ MEMORY_COLUMNS = (
     "num, id, owner, agent, session, source, type, content, content_hash, importance, status, "
     "created_at, updated_at, last_accessed_at, access_count, confirmations, metadata, valid_to"
 )
+#: Columns of a ``dedup_log`` row, in the order :func:`dedup_entry_of` reads them (the same
+#: table on every backend).
+DEDUP_LOG_COLUMNS = (
+    "id, owner, new_text, existing_id, existing_text, similarity, decision, reasoning, "
+    "review_status, created_at"
+)
+
+
+def dedup_entry_of(row: Sequence[Any], created_at: datetime) -> DedupLogEntry:
+    """The entry of a row of :data:`DEDUP_LOG_COLUMNS`; ``created_at``: ``row[9]`` as an aware
+    UTC datetime (each backend stores it its own way)."""
+    return DedupLogEntry(
+        id=int(row[0]),
+        owner=row[1],
+        new_text=row[2],
+        existing_id=row[3],
+        existing_text=row[4],
+        similarity=row[5],
+        decision=Decision(row[6]),
+        reasoning=row[7],
+        review_status=ReviewStatus(row[8]),
+        created_at=created_at,
+    )
+
+
 #: Columns of an association (prefix ``a.``), in the order :meth:`Rows.link` reads them.
 LINK_COLUMNS = "a.source_id, a.target_id, a.relation, a.weight, a.created_at"
 #: Columns of a history row, in the order :meth:`Rows.version` reads them.
