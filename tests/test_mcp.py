@@ -103,25 +103,28 @@ def test_every_tool_end_to_end(store_backend: Backend) -> None:
         )
         out["ctx3"] = data(await s.call_tool("context_for_turn", turn))
         out["listed"] = data(await s.call_tool("list_memories", {"type": "preference"}))
-        out["forgot"] = data(await s.call_tool("forget", {"id": out["added"]["id"]}))
+        out["forgot"] = data(await s.call_tool("forget", {"id": out["added"]["memory"]["id"]}))
         out["after"] = data(await s.call_tool("list_memories", {}))
         return out
 
     out = with_session(mcp_env(store_backend), run)
     assert out["added"]["decision"] == "added" and not out["added"]["duplicate"]
-    assert out["again"]["decision"] == "hash_exact" and out["again"]["id"] == out["added"]["id"]
+    assert (
+        out["again"]["decision"] == "hash_exact"
+        and out["again"]["memory"]["id"] == out["added"]["memory"]["id"]
+    )
     assert [m["content"] for m in out["recall"]["memories"]] == [
         "The project database is PostgreSQL 16"
     ]
     assert 0 < out["recall"]["memories"][0]["similarity"] <= 1
     assert "[fact] The project database is PostgreSQL 16" in out["ctx1"]["block"]
-    assert out["added"]["id"] in out["ctx1"]["ids"]
+    assert out["added"]["memory"]["id"] in out["ctx1"]["ids"]
     assert out["ctx2"] == {"block": None, "ids": [], "turn": 2}  # not twice within the window
     assert out["reset"]["reason"] == "compact"
-    assert out["added"]["id"] in out["ctx3"]["ids"]  # again after the compaction
+    assert out["added"]["memory"]["id"] in out["ctx3"]["ids"]  # again after the compaction
     assert [m["content"] for m in out["listed"]["memories"]] == ["Alice prefers tabs"]
     assert out["listed"]["model_ready"] is True
-    assert out["forgot"]["forgotten"] == out["added"]["id"]
+    assert out["forgot"]["forgotten"] == out["added"]["memory"]["id"]
     assert [m["content"] for m in out["after"]["memories"]] == ["Alice prefers tabs"]
     engine = store_backend.engine()  # written for the hooks' owner, in the same store
     assert [m.content for m in engine.list(owner=OWNER)] == ["Alice prefers tabs"]

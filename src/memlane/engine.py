@@ -41,6 +41,7 @@ from memlane.types import (
     WriteResult,
     parse_type,
 )
+from memlane.views import Views
 
 if TYPE_CHECKING:
     from memlane.dedup.janitor import JanitorReport
@@ -49,7 +50,7 @@ if TYPE_CHECKING:
 __all__ = ["MemoryEngine", "MemoryInput"]
 
 
-class MemoryEngine:
+class MemoryEngine(Views):
     """Long-term memory for one home folder.
 
     Open with :meth:`open` (or construct with explicit parts for tests); use as a context manager

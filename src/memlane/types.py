@@ -229,6 +229,11 @@ class WriteResult(_ToDict):
     def duplicate(self) -> bool:
         return self.decision.duplicate
 
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready (datetimes as ISO 8601, enums as values) with ``duplicate``: the one form
+        of a write's outcome, shared by the CLI's ``--json``, the HTTP API and the MCP server."""
+        return {**_ToDict.to_dict(self), "duplicate": self.duplicate}
+
 
 @dataclass(frozen=True, slots=True)
 class DedupLogEntry(_ToDict):

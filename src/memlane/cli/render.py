@@ -128,9 +128,8 @@ def when(memory_time: Any) -> str:
 
 
 def write_result_dict(result: WriteResult) -> dict[str, Any]:
-    data = result.to_dict()
-    data["duplicate"] = result.duplicate
-    return data
+    """``result.to_dict()`` (the one serialisation of a write's outcome)."""
+    return result.to_dict()
 
 
 def memory_table(memories: Sequence[Memory], title: str | None = None) -> Table:

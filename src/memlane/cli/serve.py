@@ -174,7 +174,7 @@ def serve(
     if created:
         announce_new_store(settings)
     try:
-        err.print(f"loading the embedding model ({engine.embedder.name}) ...")
+        err.print(f"loading the embedding model ({engine.model_name}) ...")
         engine.embed(["warm up"])  # ready only once the model answers
         state = ServerState(engine)
         state.start_watching()

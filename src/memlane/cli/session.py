@@ -104,8 +104,8 @@ def show(
     """
     with engine_for(home) as engine:
         state = engine.session(session, owner=owner)
-        recent = engine.store.injection_events(owner, session, events) if events else []
-        memories = engine.store.get_many(owner, list(state.injected)) if state.injected else {}
+        recent = engine.session_events(session, owner=owner, limit=events) if events else []
+        memories = engine.get_many(list(state.injected), owner=owner)
     if as_json:
         data: dict[str, Any] = state.to_dict()
         data["events"] = recent

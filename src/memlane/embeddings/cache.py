@@ -7,6 +7,7 @@ from collections import OrderedDict
 from collections.abc import Sequence
 
 from memlane.embeddings.base import Embedder, Vector, embed_texts
+from memlane.embeddings.batcher import QueryBatcher
 
 
 class Embeddings:
@@ -22,6 +23,10 @@ class Embeddings:
         self.cache_size = cache_size
         self._cache: OrderedDict[str, Vector] = OrderedDict()
         self._lock = threading.Lock()
+        #: Concurrent queries share model calls (:mod:`memlane.embeddings.batcher`).
+        self.batcher = QueryBatcher(
+            lambda texts: embed_texts(self.embedder, texts, self.batch_size, query=True)
+        )
 
     @property
     def name(self) -> str:
@@ -47,7 +52,7 @@ class Embeddings:
             if hit is not None:
                 self._cache.move_to_end(text)
                 return hit
-        vec: Vector = embed_texts(self.embedder, [text], self.batch_size, query=True)[0]
+        vec: Vector = self.batcher.embed(text)
         if self.cache_size:
             with self._lock:
                 self._cache[text] = vec

@@ -171,14 +171,7 @@ def build_server(
                 content, type=type, importance=importance, owner=scope_owner, agent=agent,
                 source="mcp",
             )  # fmt: skip
-            return {
-                "decision": r.decision.value,
-                "duplicate": r.duplicate,
-                "id": r.memory.id,
-                "content": r.memory.content,
-                "matched_id": r.matched_id,
-                "similarity": r.similarity,
-            }
+            return dict(r.to_dict())  # the one serialisation of a write's outcome
 
         return await call(do, need_model=True)
 

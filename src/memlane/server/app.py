@@ -261,7 +261,7 @@ def create_app(state: ServerState) -> FastAPI:
         error = state.config_error
         body = HealthOut(
             status="ready" if state.ready else "starting",
-            model=state.engine.embedder.name if admin else None,
+            model=state.engine.model_name if admin else None,
             config_error=error if admin or error is None else "memlane.toml has an error",
         )
         out = body.model_dump()

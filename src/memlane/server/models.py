@@ -122,14 +122,8 @@ class WriteOut(BaseModel):
 
     @classmethod
     def of(cls, r: WriteResult) -> WriteOut:
-        return cls(
-            decision=r.decision.value,
-            duplicate=r.duplicate,
-            similarity=r.similarity,
-            matched_id=r.matched_id,
-            reasoning=r.reasoning,
-            memory=r.memory,
-        )
+        """From :meth:`WriteResult.to_dict` (the one serialisation of a write's outcome)."""
+        return cls.model_validate({**r.to_dict(), "memory": r.memory})
 
 
 class AddResponse(BaseModel):

@@ -95,8 +95,8 @@ def router(state: ServerState) -> APIRouter:
         """The owner and agent pickers of every page: the owners the caller may see (most
         memories first), the chosen owner (asked for, else the token's, else the one with the
         most memories) and the agents of that owner."""
-        store = state.engine.store
-        owners = page_data.overview(store.counts(who.owner), store.agent_counts())
+        engine = state.engine
+        owners = page_data.overview(engine.counts(who.owner), engine.agent_counts())
         owners = [o for o in owners if who.owner is None or o["owner"] == who.owner]
         chosen = scope(who, owner or (owners[0]["owner"] if owners and who.owner is None else None))
         agents: dict[str, int] = next((o["agents"] for o in owners if o["owner"] == chosen), {})
@@ -143,16 +143,16 @@ def router(state: ServerState) -> APIRouter:
         chosen = context["owner"]
         engine = state.engine
         log = engine.dedup_log(owner=chosen, limit=2000)
-        sessions = engine.store.sessions(chosen, limit=20)
+        sessions = engine.session_list(chosen, limit=20)
         return render(
             request,
             "overview.html",
             days=page_data.decisions_by_day(log)[:14],
             decisions=[d.value for d in Decision],
             sessions=sessions,
-            size=page_data.human_bytes(engine.store.size_bytes()) if who.owner is None else None,
+            size=page_data.human_bytes(engine.size_bytes()) if who.owner is None else None,
             backend=engine.settings.store.backend,
-            model=engine.embedder.name,
+            model=engine.model_name,
             config=page_data.config_source(engine.settings.home) if who.owner is None else None,
             **context,
         )
@@ -227,7 +227,7 @@ def router(state: ServerState) -> APIRouter:
         links = state.engine.associations(memory_id, owner=chosen)
         others = {a.source_id for a in links} | {a.target_id for a in links}
         texts = {
-            mid: x.content for mid, x in state.engine.store.get_many(chosen, list(others)).items()
+            mid: x.content for mid, x in state.engine.get_many(list(others), owner=chosen).items()
         }
         return render(
             request,
@@ -246,7 +246,7 @@ def router(state: ServerState) -> APIRouter:
         context = pickers(who, owner, agent)
         if id:  # the old form's address: the session's own page
             return RedirectResponse(f"/sessions/{quote(id)}?owner={quote(context['owner'])}", 303)
-        rows = state.engine.store.sessions(context["owner"], limit=LIST_CAP)
+        rows = state.engine.session_list(context["owner"], limit=LIST_CAP)
         return render(request, "sessions.html", rows=rows, **context)
 
     @pages.get("/sessions/{session_id}", response_class=HTMLResponse)
@@ -254,12 +254,12 @@ def router(state: ServerState) -> APIRouter:
         context = pickers(who, owner, None)
         chosen = context["owner"]
         s = state.engine.session(session_id, owner=chosen)
-        events = state.engine.store.injection_events(chosen, session_id, limit=100)
+        events = state.engine.session_events(session_id, owner=chosen, limit=100)
         if s.updated_at is None and not events:
             raise NotFound(f"no session {session_id!r} for owner {chosen!r}")
         ids = {mid for e in events for mid in e["memory_ids"]} | set(s.injected)
         texts = {
-            mid: m.content for mid, m in state.engine.store.get_many(chosen, list(ids)).items()
+            mid: m.content for mid, m in state.engine.get_many(list(ids), owner=chosen).items()
         }
         return render(request, "session.html", s=s, events=events, texts=texts, **context)
 

@@ -5,7 +5,6 @@ Plain ``def`` routes: FastAPI runs each in its thread pool (the engine is synchr
 
 from __future__ import annotations
 
-from collections import Counter
 from typing import Annotated
 
 from fastapi import APIRouter, Body, Depends, Path, Query
@@ -246,22 +245,9 @@ def router(state: ServerState) -> APIRouter:
     @api.get("/stats", response_model=StatsOut, tags=["service"])
     def stats(who: Caller) -> StatsOut:
         """Memories by owner, type and status (of the token's owner when bound); store size."""
-        rows = state.engine.store.counts(who.owner)
-        by_owner: Counter[str] = Counter()
-        by_type: Counter[str] = Counter()
-        by_status: Counter[str] = Counter()
-        for owner, mtype, status, n in rows:
-            by_status[status] += n
-            if status == "active":
-                by_owner[owner] += n
-                by_type[mtype] += n
-        size = state.engine.store.size_bytes()
+        stats = state.engine.stats(who.owner)
         return StatsOut(
-            memories_by_owner=dict(by_owner),
-            memories_by_type=dict(by_type),
-            memories_by_status=dict(by_status),
-            store_bytes=size if who.owner is None else 0,
-            model=state.engine.embedder.name,
+            **stats.to_dict(),
             uptime_s=round(state.uptime_s(), 3),
             llm=state.engine.llm_stats() if who.owner is None else {},
         )

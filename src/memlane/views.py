@@ -1,0 +1,101 @@
+"""What the front doors show that is not a memory operation: the store's statistics, a
+session's recent injection events, memories by id, the model's name. A base of
+:class:`~memlane.engine.MemoryEngine`, so that the doors (CLI, HTTP server, pages, MCP, hooks)
+read through the engine only, never ``engine.store`` or ``engine.embedder``.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from memlane.types import Memory
+
+if TYPE_CHECKING:
+    from memlane.embeddings import Embedder
+    from memlane.store import MemoryStore
+
+
+@dataclass(frozen=True, slots=True)
+class StoreStats:
+    """Memories counted by owner and by type (active ones) and by status (every one), the
+    bytes the store takes on disk (0 when asked for one owner: the size is the whole
+    store's), and the embedding model's name."""
+
+    memories_by_owner: dict[str, int] = field(default_factory=dict)
+    memories_by_type: dict[str, int] = field(default_factory=dict)
+    memories_by_status: dict[str, int] = field(default_factory=dict)
+    store_bytes: int = 0
+    model: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready: the fields by name."""
+        return {
+            "memories_by_owner": dict(self.memories_by_owner),
+            "memories_by_type": dict(self.memories_by_type),
+            "memories_by_status": dict(self.memories_by_status),
+            "store_bytes": self.store_bytes,
+            "model": self.model,
+        }
+
+
+class Views:
+    """Read-only views for the doors (see the module docstring)."""
+
+    store: MemoryStore
+    embedder: Embedder
+
+    @property
+    def model_name(self) -> str:
+        """The embedding model's name (as the store records it)."""
+        return self.embedder.name
+
+    def stats(self, owner: str | None = None) -> StoreStats:
+        """Counts of ``owner``'s memories (every owner's with ``None``) and, for every owner,
+        the store's size in bytes. Raises :class:`~memlane.errors.StoreError`."""
+        by_owner: Counter[str] = Counter()
+        by_type: Counter[str] = Counter()
+        by_status: Counter[str] = Counter()
+        for who, mtype, status, n in self.store.counts(owner):
+            by_status[status] += n
+            if status == "active":
+                by_owner[who] += n
+                by_type[mtype] += n
+        return StoreStats(
+            memories_by_owner=dict(by_owner),
+            memories_by_type=dict(by_type),
+            memories_by_status=dict(by_status),
+            store_bytes=self.store.size_bytes() if owner is None else 0,
+            model=self.model_name,
+        )
+
+    def counts(self, owner: str | None = None) -> list[tuple[str, str, str, int]]:
+        """``(owner, type, status, n)`` per group of memories (of ``owner`` when given)."""
+        return self.store.counts(owner)
+
+    def agent_counts(self) -> list[tuple[str, str | None, int]]:
+        """``(owner, agent, n)``: active memories per owner and agent (``None``: shared)."""
+        return self.store.agent_counts()
+
+    def size_bytes(self) -> int:
+        """Bytes the store takes on disk (the whole store's: every owner's)."""
+        return self.store.size_bytes()
+
+    def session_list(self, owner: str = "default", *, limit: int = 200) -> list[dict[str, Any]]:
+        """``owner``'s sessions, most recently used first, at most ``limit`` (each:
+        ``session``, ``turn``, ``updated_at``, ``last_reset_reason``, ``events``)."""
+        return self.store.sessions(owner, limit)
+
+    def session_events(
+        self, session: str, *, owner: str = "default", limit: int = 50
+    ) -> list[dict[str, Any]]:
+        """``session``'s latest injection events, newest first, at most ``limit`` (each:
+        ``turn``, ``memory_ids``, ``skipped``, ``elapsed_ms``, ``created_at``)."""
+        return self.store.injection_events(owner, session, limit)
+
+    def get_many(self, ids: Sequence[str], *, owner: str = "default") -> dict[str, Memory]:
+        """``{id: memory}`` of ``owner``'s memories among ``ids`` (any status); other ids are
+        left out."""
+        return self.store.get_many(owner, list(ids)) if ids else {}
