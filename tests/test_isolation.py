@@ -47,7 +47,7 @@ from numpy.typing import NDArray
 from conftest import Backend
 from memlane import HashEmbedder, MemoryEngine, MemoryInput, NotFound
 from memlane._text import content_hash
-from memlane.store.base import NewDedupLog
+from memlane.store.base import NewDedupLog, PinnedQuery
 from memlane.types import (
     ChangeReason,
     Decision,
@@ -472,7 +472,8 @@ class IsolationMachine(RuleBasedStateMachine):
             assert visible(known, owner, agent) and known.active, (
                 f"a search of {owner}/{agent} found {known.owner}/{known.agent}'s {hit.id}"
             )
-        for memory in self.store.pinned(owner, agent, list(MemoryType), 50, PinnedSort.RECENT):
+        pinned = PinnedQuery(list(MemoryType), 50, PinnedSort.RECENT)
+        for memory in self.store.turn_context(owner, session, agent, pinned).pinned:
             self.check_memory(memory, owner, agent)
         if agent != "a2":  # exact scopes: the dedup lookups
             for memory, _ in self.store.nearest(owner, agent, vec, 50):

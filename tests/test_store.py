@@ -24,6 +24,7 @@ from memlane import (
     NotFound,
     Relation,
     ResetReason,
+    SessionState,
     StoreError,
 )
 from memlane._ids import new_id, utcnow
@@ -268,10 +269,10 @@ def test_associations_both_directions(store_backend: Backend) -> None:
 def test_sessions_and_access_persist_across_reopen(store_backend: Backend) -> None:
     store = store_backend.open_store(EMB)
     mid = insert(store, "remember me")
-    state = store.begin_turn("default", "s1", depth=10)
-    assert state.turn == 1
-    store.record_injection("default", "s1", 1, [mid], {"skipped": {}, "elapsed_ms": 1.0})
-    store.record_access("default", [mid])
+    with store.transaction():
+        state = store.start_turn("default", "s1", 10, []).state
+        assert state.turn == 1
+        store.finish_turn("default", "s1", 1, [mid], {"skipped": {}, "elapsed_ms": 1.0})
     store.close()
     again = store_backend.open_store(EMB)
     state = again.session("default", "s1")
@@ -282,16 +283,21 @@ def test_sessions_and_access_persist_across_reopen(store_backend: Backend) -> No
     assert event["memory_ids"] == [mid] and event["turn"] == 1
 
 
-def test_begin_turn_keeps_tracking_for_twice_the_window(store_backend: Backend) -> None:
+def test_a_turn_keeps_tracking_for_twice_the_window(store_backend: Backend) -> None:
     store = store_backend.open_store(EMB)
     a, b = insert(store, "first memory"), insert(store, "second memory")
     assert store.session("default", "s").turn == 0
+
+    def begin() -> SessionState:
+        return store.start_turn("default", "s", 2, []).state
+
     for turn, shown in ((1, [a]), (2, [b]), (3, [a])):  # a shown again: its latest turn counts
-        assert store.begin_turn("default", "s", depth=2).turn == turn
-        store.record_injection("default", "s", turn, shown, {})
-    assert dict(store.begin_turn("default", "s", depth=2).injected) == {a: 3, b: 2}  # turn 4
-    assert dict(store.begin_turn("default", "s", depth=2).injected) == {a: 3, b: 2}  # turn 5
-    state = store.begin_turn("default", "s", depth=2)  # turn 6: turns <= 6 - 4 pruned
+        with store.transaction():
+            assert begin().turn == turn
+            store.finish_turn("default", "s", turn, shown, {})
+    assert dict(begin().injected) == {a: 3, b: 2}  # turn 4
+    assert dict(begin().injected) == {a: 3, b: 2}  # turn 5
+    state = begin()  # turn 6: turns <= 6 - 4 pruned
     assert (state.turn, dict(state.injected)) == (6, {a: 3})
     assert store.session("other", "s").turn == 0  # sessions are per owner
     reset = store.reset_session("default", "s", ResetReason.COMPACT)

@@ -15,7 +15,7 @@ from memlane._ids import new_id, utcnow
 from memlane._text import content_hash
 from memlane.embeddings import embed_texts
 from memlane.store import NewMemory
-from memlane.store.base import CHUNK
+from memlane.store.base import CHUNK, PinnedQuery
 from memlane.store.sqlite import SQLiteStore
 
 N = 2 * CHUNK + 250  # three chunks, and more than 999 ids
@@ -55,7 +55,10 @@ def test_more_ids_than_sqlite_binds_in_one_statement(sqlite_backend: Backend) ->
     assert len(store.nearest("default", None, vectors[0], N)) == N
     assert len(store.fts_search("default", None, "kite festival", N)) == N
     types = [MemoryType.FACT] * 1200
-    assert len(store.pinned("default", None, types, N, PinnedSort.RECENT)) == N
+    pinned = PinnedQuery(types, N, PinnedSort.RECENT)
+    assert len(store.turn_context("default", "s", None, pinned).pinned) == N
+    # a turn's start reads the vectors of any number of candidates
+    assert len(store.start_turn("default", "s", 2, many).vectors) == N
     assert np.isclose(store.cosines("default", ids[:1], vectors[0])[ids[0]], 1.0, atol=1e-5)
 
 

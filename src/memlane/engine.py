@@ -411,10 +411,6 @@ class MemoryEngine(Views):
                 raise InvalidArgument(f"unknown decision {decision!r}; valid: {names}") from None
         return self.store.dedup_log(owner, decision=wanted, limit=limit)
 
-    def count(self, owner: str | None = None) -> int:
-        """Active memories of ``owner`` (of every owner with ``None``)."""
-        return self.store.count(owner)
-
     # ------------------------------------------------------------------ read path
     def search(
         self,

@@ -71,6 +71,10 @@ class Views:
             model=self.model_name,
         )
 
+    def count(self, owner: str | None = None) -> int:
+        """Active memories of ``owner`` (of every owner with ``None``)."""
+        return self.store.count(owner)
+
     def counts(self, owner: str | None = None) -> list[tuple[str, str, str, int]]:
         """``(owner, type, status, n)`` per group of memories (of ``owner`` when given)."""
         return self.store.counts(owner)

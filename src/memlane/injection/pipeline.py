@@ -215,7 +215,7 @@ class Injector:
         if is_trivial(text, cfg.min_chars):
             skipped["trivial"] += 1
             with store.transaction():
-                number = store.begin_turn(owner, session, cfg.context_window_depth).turn
+                number = store.start_turn(owner, session, cfg.context_window_depth, []).state.turn
                 return self._finish(turn, number, _Chosen(), text, True)
 
         # How many more search hits to take so that `search_limit` remain after step 4 (an

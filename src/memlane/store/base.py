@@ -61,7 +61,6 @@ from memlane.types import (
     Memory,
     MemoryType,
     MemoryVersion,
-    PinnedSort,
     Relation,
     ResetReason,
     ReviewStatus,
@@ -308,41 +307,10 @@ class MemoryStore(Protocol):
         opportunistically without ever making a read wait for the write lock."""
         ...
 
-    def pinned(
-        self,
-        owner: str,
-        agent: str | None,
-        types: Sequence[MemoryType],
-        limit: int,
-        sort: PinnedSort,
-    ) -> list[Memory]:
-        """Up to ``limit`` active memories of the scope among ``types``, newest or most
-        important first."""
-        ...
-
     # --- sessions -------------------------------------------------------------------------
     def session(self, owner: str, session: str) -> SessionState:
         """The injection tracking of ``(owner, session)`` (turn 0 and nothing injected for a
         session never seen)."""
-        ...
-
-    def begin_turn(self, owner: str, session: str, depth: int) -> SessionState:
-        """Increment the session's turn and return the state; tracking older than ``2 * depth``
-        turns is pruned (the table stays bounded). Write: joins the open transaction, or runs in
-        its own."""
-        ...
-
-    def record_injection(
-        self,
-        owner: str,
-        session: str,
-        turn: int,
-        memory_ids: Sequence[str],
-        event: Mapping[str, Any],
-    ) -> None:
-        """Record what ``turn`` injected and an injection-event row (``event`` keys:
-        ``skipped`` (reason -> count), ``elapsed_ms``, ``query``). Write: joins the open
-        transaction, or runs in its own."""
         ...
 
     def reset_session(self, owner: str, session: str, reason: ResetReason) -> SessionState:
@@ -386,17 +354,20 @@ class MemoryStore(Protocol):
     ) -> TurnContext:
         """The reads an injection makes before its search, as one step (one round trip where
         the backend pipelines): the session's state, its memories since the last reset, and
-        the pinned memories of the scope (none for ``pinned=None``)."""
+        the pinned memories of the scope (none for ``pinned=None``): up to ``pinned.limit``
+        active memories among ``pinned.types``, newest or most important first."""
         ...
 
     def start_turn(
         self, owner: str, session: str, depth: int, candidates: Sequence[str]
     ) -> TurnStart:
-        """:meth:`begin_turn` and the reads the selection needs, as one step: the new state,
-        the session's memories since its last reset, and the embeddings of the session's
-        injected memories and of ``candidates`` (ids not ``owner``'s are left out). Write:
-        joins the open transaction (whose lock on the session it holds to the end), or runs
-        in its own."""
+        """Start the session's next turn and read what the selection needs, as one step:
+        increment the turn (turn 1 for a session never seen) and prune the tracking older than
+        ``2 * depth`` turns (the table stays bounded), then the new state, the session's
+        memories since its last reset, and the embeddings of the session's injected memories
+        and of ``candidates`` (ids not ``owner``'s are left out). Write: joins the open
+        transaction (whose lock on the session it holds to the end: concurrent turns of one
+        session select one after the other), or runs in its own."""
         ...
 
     def finish_turn(
@@ -407,7 +378,9 @@ class MemoryStore(Protocol):
         memory_ids: Sequence[str],
         event: Mapping[str, Any],
     ) -> None:
-        """:meth:`record_injection` and :meth:`record_access` of ``memory_ids``, as one step
-        (on PostgreSQL its writes travel with the transaction's commit). Write: joins the open
-        transaction, or runs in its own."""
+        """Record what ``turn`` injected (``memory_ids``, each at its latest turn) and an
+        injection-event row (``event`` keys: ``skipped`` (reason -> count), ``elapsed_ms``,
+        ``query``), and count an access of each of ``memory_ids`` (:meth:`record_access`), as
+        one step (on PostgreSQL its writes travel with the transaction's commit). Write: joins
+        the open transaction, or runs in its own."""
         ...

@@ -207,33 +207,6 @@ class Memories:
                     out[mid] = d.vec_out(vec)
         return out
 
-    def pinned(
-        self,
-        owner: str,
-        agent: str | None,
-        types: Sequence[MemoryType],
-        limit: int,
-        sort: PinnedSort,
-    ) -> list[Memory]:
-        if not types or limit <= 0:
-            return []
-        with self.db.read() as q:
-            return self.pinned_on(q, owner, agent, types, limit, sort)
-
-    def pinned_on(
-        self,
-        q: Q,
-        owner: str,
-        agent: str | None,
-        types: Collection[MemoryType],
-        limit: int,
-        sort: PinnedSort,
-    ) -> list[Memory]:
-        """:meth:`pinned` on the handle ``q`` (one statement)."""
-        return [
-            self.rows.memory(r) for r in q.all(*self.pinned_sql(owner, agent, types, limit, sort))
-        ]
-
     def pinned_sql(
         self,
         owner: str,

@@ -1,7 +1,7 @@
 """Session tracking, written once for every backend (``sessions``, ``session_injections``,
 ``injection_events``, ``learn_cursors``). Contracts: :class:`~memlane.store.base.MemoryStore`.
 
-:meth:`Sessions.begin_turn` upserts the session's row first: on PostgreSQL the row lock it takes
+:meth:`Sessions.advance_sql` upserts the session's row first: on PostgreSQL the row lock it takes
 is held to the end of the turn's transaction, so concurrent turns of one session (two hook
 processes, two servers) run their selection one after the other, each on what the other
 committed; on SQLite the write lock does the same.
@@ -86,13 +86,6 @@ class Sessions:
             ),
         ]
 
-    def begin_turn(self, owner: str, session: str, depth: int) -> SessionState:
-        with self.db.transaction(), self.db.write() as q:
-            rows = q.batch(
-                [*self.advance_sql(owner, session, depth), self.state_sql(owner, session)]
-            )
-        return self.state_of(owner, session, rows[-1])
-
     def record(
         self,
         q: Q,
@@ -126,17 +119,6 @@ class Sessions:
                 d.time_in(utcnow()),
             ),
         )
-
-    def record_injection(
-        self,
-        owner: str,
-        session: str,
-        turn: int,
-        memory_ids: Sequence[str],
-        event: Mapping[str, Any],
-    ) -> None:
-        with self.db.transaction(), self.db.write() as q:
-            self.record(q, owner, session, turn, memory_ids, event)
 
     def reset_session(self, owner: str, session: str, reason: ResetReason) -> SessionState:
         with self.db.transaction(), self.db.write() as q:

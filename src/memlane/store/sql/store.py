@@ -48,7 +48,6 @@ from memlane.types import (
     Memory,
     MemoryType,
     MemoryVersion,
-    PinnedSort,
     Relation,
     ResetReason,
     ReviewStatus,
@@ -312,32 +311,9 @@ class SQLStore:
     def record_access(self, owner: str, ids: Sequence[str]) -> None:
         self._db.record_access(owner, ids)
 
-    def pinned(
-        self,
-        owner: str,
-        agent: str | None,
-        types: Sequence[MemoryType],
-        limit: int,
-        sort: PinnedSort,
-    ) -> list[Memory]:
-        return self._memories.pinned(owner, agent, types, limit, sort)
-
     # ------------------------------------------------------------------ sessions
     def session(self, owner: str, session: str) -> SessionState:
         return self._sessions.session(owner, session)
-
-    def begin_turn(self, owner: str, session: str, depth: int) -> SessionState:
-        return self._sessions.begin_turn(owner, session, depth)
-
-    def record_injection(
-        self,
-        owner: str,
-        session: str,
-        turn: int,
-        memory_ids: Sequence[str],
-        event: Mapping[str, Any],
-    ) -> None:
-        self._sessions.record_injection(owner, session, turn, memory_ids, event)
 
     def reset_session(self, owner: str, session: str, reason: ResetReason) -> SessionState:
         return self._sessions.reset_session(owner, session, reason)
