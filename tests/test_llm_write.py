@@ -279,3 +279,22 @@ def test_a_failed_batch_call_asks_pair_by_pair(
     assert len(script.requests) == 4
     assert [r.decision for r in results] == [Decision.LLM_REJECT] * 3
     assert engine.llm_stats()["failures"] == 1
+
+
+def test_a_reversed_llm_merge_splits_back(
+    make_engine: MakeEngine, script: Script, base_url: str
+) -> None:
+    # issue 26: the memory gets its own text back and the offered text is its own memory again,
+    # and the two stay apart for the janitor
+    script.steps = [answer("merge", MERGED, "same preference")]
+    engine, first = pair(make_engine, script, base_url)
+    assert engine.add(GRAY).decision is Decision.LLM_MERGE
+    (row,) = engine.review_pending()
+    outcome = engine.review(row.id, "reverse")
+    assert outcome.action == "reversed" and outcome.restored is not None
+    assert engine.get(first.id).content == BASE
+    assert engine.get(outcome.restored.id).content == GRAY
+    assert MERGED in [v.content for v in engine.history(first.id)]  # kept in the history
+    relations = {a.relation for a in engine.associations(first.id)}
+    assert Relation.KEPT_APART in relations
+    assert engine.janitor(dry_run=True).planned == 0
