@@ -8,7 +8,11 @@ Configuration, each line a statement about the API (``schemathesis.toml`` writte
 - ``allow-x00 = false``: no text may hold NUL (422: PostgreSQL cannot store it), which a JSON
   schema cannot say of an object's keys;
 - ``/v1/learn`` and ``/v1/dedup-log/review-llm`` answer 422 naming ``llm.provider`` on a
-  server without an LLM (this one): that is their valid answer here.
+  server without an LLM (this one): that is their valid answer here;
+- confirming or reversing a dedup log row already reviewed (or with nothing to restore) is 422
+  naming why: the row's state, not the request's shape;
+- a schema-violating body can be refused as too large (413: a list over its maxItems is also
+  over ``max_body_bytes``).
 """
 
 from __future__ import annotations
@@ -34,9 +38,14 @@ allow-x00 = false
 deterministic = true
 [phases]
 enabled = true
+[checks.negative_data_rejection]
+expected-statuses = ["400", "401", "403", "404", "405", "406", "409", "413", "415", "422", "428"]
 [[operations]]
 include-path-regex = "^/v1/(learn|dedup-log/review-llm)$"
 checks.positive_data_acceptance.expected-statuses = ["2xx", "422"]
+[[operations]]
+include-path-regex = "^/v1/dedup-log/[^/]+/(confirm|reverse)$"
+checks.positive_data_acceptance.expected-statuses = ["2xx", "404", "422"]
 """
 
 
