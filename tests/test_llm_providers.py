@@ -419,3 +419,16 @@ def test_a_malformed_answer_says_where_and_what_it_was(kind: str) -> None:
         "tokens_in": TOKENS_IN,
         "tokens_out": TOKENS_OUT,
     }
+
+
+def test_the_schema_in_the_prompt_has_no_references() -> None:
+    """A small model copies what it reads: the prompt's schema has its definitions inlined
+    (SmolLM2-135M answered ``#/$defs/LearnedMemory`` as a memory's text)."""
+    learned = json.dumps({"memories": [{"content": "Bob lives in Paris", "type": "fact"}]})
+    script = Script("openai", steps=[Reply(learned)], refuse=LLAMA_CPP)
+    with serve(script) as url:
+        memories = provider("openai", url).extract_memories("user: I live in Paris")
+    assert [m.content for m in memories] == ["Bob lives in Paris"]
+    system = script.requests[-1]["json"]["messages"][0]["content"]
+    assert "$ref" not in system and "$defs" not in system and '"content"' in system
+    assert "$ref" in json.dumps(script.requests[-1]["json"]["response_format"]["schema"])

@@ -169,7 +169,28 @@ def without_lengths(schema: Any) -> Any:
     return schema
 
 
+def inlined(schema: dict[str, Any]) -> dict[str, Any]:
+    """``schema`` with its local ``$ref``s (``#/$defs/Name``) replaced by the definitions and
+    ``$defs`` dropped: what a model reads in its prompt (SmolLM2-135M copied ``#/$defs/...``
+    into its answers as memory text). Definitions are not recursive in memlane's schemas."""
+    defs = schema.get("$defs", {})
+
+    def walk(node: Any) -> Any:
+        if isinstance(node, dict):
+            ref = node.get("$ref")
+            if isinstance(ref, str) and ref.startswith("#/$defs/"):
+                return walk(defs[ref.rsplit("/", 1)[1]])
+            return {k: walk(v) for k, v in node.items() if k != "$defs"}
+        if isinstance(node, list):
+            return [walk(v) for v in node]
+        return node
+
+    out: dict[str, Any] = walk(schema)
+    return out
+
+
 def with_schema(system: str, schema: dict[str, Any]) -> str:
-    """``system`` with the answer's JSON schema appended (forms that do not carry it)."""
-    compact = json.dumps(schema, separators=(",", ":"))
+    """``system`` with the answer's JSON schema appended, references inlined (forms that do not
+    carry the schema, and ``json_object``, whose grammar a model does not see)."""
+    compact = json.dumps(inlined(schema), separators=(",", ":"))
     return f"{system}\nThe JSON object must match this JSON schema: {compact}"
