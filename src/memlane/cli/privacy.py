@@ -36,7 +36,7 @@ def restore_export(raw_lines: list[bytes], home: Path | None, as_json: bool) -> 
     """``memlane import`` of an export: restore its memories as they were; exit 1 when a line
     was bad (the good ones are restored all the same)."""
     lines = [raw.decode("utf-8", "replace") for raw in raw_lines]
-    with engine_for(home) as engine:
+    with engine_for(home, create=True) as engine:  # a write: an empty home is made
         report = import_lines(engine, lines)
     if as_json:
         print_json(
