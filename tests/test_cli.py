@@ -480,7 +480,8 @@ def test_inject_json_and_no_repeat(cli: Cli) -> None:
     for item in first["items"]:
         assert set(item) == {"memory", "source", "score"}
         assert item["source"] in {"pinned", "contextual"}
-        assert item["memory"]["content"] in first["block"]
+        # a changed value shows its earlier one before the final full stop ("... (since ...)")
+        assert item["memory"]["content"].rstrip(".") in first["block"]
     second = cli.json("inject", text, "--session", "chat-1", "--owner", "alice")
     assert second["turn"] == 2
     seen = {i["memory"]["id"] for i in first["items"]}
@@ -550,10 +551,14 @@ def test_session_reset_and_show(cli: Cli) -> None:
 
     shown = cli.json("session", "show", "c", "--owner", "alice")
     assert shown["turn"] == 1
-    assert set(shown["injected"]) == ids and set(shown["injected"].values()) == {1}
+    # The session also records each older value the block showed in an update note
+    # ("... (since ...; before: 34, ...)"): the model has seen it, so it is not injected again.
+    folded = set(shown["injected"]) - ids
+    assert ids <= set(shown["injected"]) and set(shown["injected"].values()) == {1}
+    assert len(folded) == first["block"].count("; before: ")
     assert shown["last_reset_at"] is None
     assert shown["events"][0]["turn"] == 1
-    assert set(shown["events"][0]["memory_ids"]) == ids
+    assert set(shown["events"][0]["memory_ids"]) == ids | folded
     human = cli("session", "show", "c", "--owner", "alice").stdout
     assert "turn" in human and next(iter(ids)) in human
 
