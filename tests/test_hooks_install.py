@@ -132,7 +132,7 @@ def test_user_scope_writes_under_home(tmp_path: Path, monkeypatch: pytest.Monkey
     assert commands(data, "UserPromptSubmit") == [f"{CMD} hook UserPromptSubmit"]
 
 
-def test_gemini_install_and_its_ephemeral_sessions(tmp_path: Path, _isolated_env: Path) -> None:
+def test_gemini_install_follows_the_model_requests(tmp_path: Path, _isolated_env: Path) -> None:
     result = install(tmp_path, client="gemini")
     assert result.exit_code == 0, result.output
     data = json.loads((tmp_path / ".gemini" / "settings.json").read_text())
@@ -149,10 +149,10 @@ def test_gemini_install_and_its_ephemeral_sessions(tmp_path: Path, _isolated_env
         }
     ]
     assert data["hooks"]["SessionStart"][0]["matcher"] == "clear"
-    assert commands(data, "PreCompress") == [f"{CMD} hook PreCompress --client gemini"]
-    # Gemini's context lasts one turn: its agent re-injects what is relevant every turn
-    assert Settings.load().injection_for("gemini").context_window_depth == 1
-    assert Settings.load().injection_for("claude-code").context_window_depth == 10
+    # PreCompress fires every turn in 0.61 (compression or not): not installed
+    assert "PreCompress" not in data["hooks"]
+    # Gemini's context persists like Claude Code's: the same window, nothing overridden
+    assert Settings.load().injection_for("gemini").context_window_depth == 10
     local = cli("hooks", "install", "--client", "gemini", "--scope", "local")
     assert local.exit_code == 3 and "no local settings file" in local.output
 
@@ -193,3 +193,44 @@ def test_mcp_install_registers_memlane_in_mcp_json(tmp_path: Path) -> None:
     bad = cli(*args)
     assert bad.exit_code == 3 and "not valid JSON" in bad.output
     assert path.read_text() == "{not json"
+
+
+@pytest.mark.parametrize("client", ["claude-code", "gemini"])
+def test_home_goes_into_every_hook_command(tmp_path: Path, client: str) -> None:
+    home = tmp_path / "my home"
+    folder = ".claude" if client == "claude-code" else ".gemini"
+    result = cli(
+        "hooks", "install", "--client", client, "--scope", "user", "--command", CMD,
+        "--home", str(home),
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    data = json.loads((Path.home() / folder / "settings.json").read_text())
+    every = [c for event in data["hooks"] for c in commands(data, event)]
+    assert every and all(c.endswith(f" --home '{home.resolve()}'") for c in every), every
+
+
+def test_project_scope_holds_no_personal_path(tmp_path: Path) -> None:
+    result = cli("hooks", "install", "--scope", "project", "--project-dir", str(tmp_path))
+    assert result.exit_code == 0, result.output
+    data = json.loads((tmp_path / ".claude" / "settings.json").read_text())
+    assert commands(data, "UserPromptSubmit") == ["memlane hook UserPromptSubmit"]
+    refused = cli(
+        "hooks", "install", "--scope", "project", "--project-dir", str(tmp_path),
+        "--home", str(tmp_path / "h"),
+    )  # fmt: skip
+    assert refused.exit_code != 0 and "--scope local" in refused.output
+
+
+def test_mode_and_first_backup_are_kept(tmp_path: Path) -> None:
+    path = tmp_path / ".claude" / "settings.json"
+    path.parent.mkdir()
+    original = json.dumps(OTHER_TOOL, indent=2)
+    path.write_text(original)
+    path.chmod(0o640)
+    assert install(tmp_path).exit_code == 0
+    assert (path.stat().st_mode & 0o777) == 0o640
+    backup = path.with_name("settings.json.memlane-backup")
+    assert backup.read_text() == original
+    assert install(tmp_path, "--command", "/elsewhere/memlane").exit_code == 0
+    assert backup.read_text() == original  # the file before memlane, not the last install
+    assert (path.stat().st_mode & 0o777) == 0o640

@@ -6,15 +6,21 @@ from __future__ import annotations
 
 import sys
 
+#: Options of the ``memlane`` application that may come before ``hook`` (``memlane -v hook``).
+GLOBAL_FLAGS = frozenset({"-v", "-vv", "-vvv", "--verbose", "-q", "--quiet"})
+
 
 def main() -> None:
     """Entry point of the ``memlane`` script."""
     args = sys.argv[1:]
-    if args[:1] == ["hook"] and not {"-h", "--help"} & set(args):
+    lead = 0
+    while lead < len(args) and args[lead] in GLOBAL_FLAGS:
+        lead += 1
+    if args[lead : lead + 1] == ["hook"] and not {"-h", "--help"} & set(args):
         try:
             from memlane.hooks.run import main as hook
 
-            code = hook(args[1:])
+            code = hook(args[lead + 1 :])
         except Exception:  # never in the user's way: not even a broken install (exit 0)
             code = 0
         sys.exit(code)

@@ -37,6 +37,7 @@ from pydantic_settings import (
     SettingsError,
 )
 
+from memlane.config_integrations import HooksSettings, ScopeSettings
 from memlane.embeddings.profiles import MINILM, PROFILE_KEYS, Profile, profile_for
 from memlane.errors import ConfigError
 from memlane.privacy import PrivacySettings
@@ -305,38 +306,6 @@ class ServerSettings(_Section):
     allowed_hosts: tuple[str, ...] = ()
 
 
-class HooksSettings(_Section):
-    """``[hooks]``: ``memlane hook`` for Claude Code and Gemini CLI (docs/integrations.md).
-
-    The hook reads this section itself (``memlane.hooks.config``, no pydantic on its fast
-    path); this class documents it and lets :meth:`Settings.load` accept and check it.
-    """
-
-    #: Owner of the memories ("" = the OS user running the assistant, ``getpass.getuser()``).
-    owner: str = ""
-    #: Agent scope ("" = the client's name: ``claude-code`` or ``gemini``).
-    agent: str = ""
-    #: Scope memories by project too: the agent becomes ``<agent>@<git root name>-<hash>``
-    #: of the session's ``cwd`` (memories of other projects are not injected).
-    per_project: bool = False
-    #: URL of ``memlane serve`` ("" = ``http://<[server] host>:<[server] port>``).
-    url: str = ""
-    #: The hook's own deadline in seconds, below the client's hook timeout (10 s as installed):
-    #: past it the hook exits 0 with no output.
-    timeout_s: float = Field(default=8.0, gt=0, le=600)
-    #: Seconds to wait for the server's TCP connection before using the engine in-process.
-    connect_timeout_s: float = Field(default=0.3, gt=0, le=30)
-    #: Longest injected block in characters: Claude Code passes about 10,000 characters whole.
-    max_chars: int = Field(default=9_000, ge=100, le=100_000)
-    #: Previous messages read from the transcript to enrich short follow-up prompts.
-    recent_messages: int = Field(default=2, ge=0, le=20)
-    #: Use the engine in this process when no server answers (off: no server, no injection).
-    fallback: bool = True
-    #: Claude Code's ``Stop``: learn from the session's new messages with the ``[llm]`` model,
-    #: in a background ``memlane learn`` process (off by default: it calls the LLM every turn).
-    learn: bool = False
-
-
 class _TomlSource(PydanticBaseSettingsSource):
     def __init__(self, settings_cls: type[BaseSettings], data: Mapping[str, Any]) -> None:
         super().__init__(settings_cls)
@@ -368,6 +337,7 @@ class Settings(BaseSettings):
     injection: InjectionSettings = InjectionSettings()
     server: ServerSettings = ServerSettings()
     privacy: PrivacySettings = PrivacySettings()  # memlane.privacy
+    scope: ScopeSettings = ScopeSettings()
     hooks: HooksSettings = HooksSettings()
     agents: dict[str, AgentSettings] = Field(default_factory=dict)
     #: Resolved home folder (set by load(); not read from the file).

@@ -15,7 +15,6 @@ import typer
 from rich.table import Table
 
 from memlane.cli.app import (
-    HomeOption,
     JsonOption,
     app,
     err,
@@ -92,12 +91,10 @@ CommandOption = Annotated[
     str | None,
     typer.Option(
         "--command",
-        help="How the client starts memlane (default: the memlane script on PATH, absolute).",
+        help="How the client starts memlane (default: user/local scope the memlane script "
+        "on PATH, absolute; project scope `memlane` from PATH).",
     ),
 ]
-#: ``[agents.gemini.injection]``: Gemini CLI's injected context lasts one turn, so a memory
-#: relevant again next turn is injected again (a window of one turn).
-GEMINI_EPHEMERAL = {"context_window_depth": 1}
 
 
 def _change(
@@ -107,11 +104,16 @@ def _change(
     dry_run: bool,
     project: Path | None,
     command: str | None,
+    home: Path | None = None,
 ) -> None:
-    from memlane.hooks.install import apply, plan, settings_path
+    import shutil
+
+    from memlane.hooks.install import apply, command_for, plan, settings_path
 
     path = settings_path(client, scope, (project or Path.cwd()).resolve())
-    change = plan(path, client, install=install, command=command)
+    where = str(home.expanduser().resolve()) if home is not None else None
+    start = command_for(scope, where, command) if install else None
+    change = plan(path, client, install=install, command=start, home=where)
     verb = "install" if install else "uninstall"
     if not change.changed:
         err.print(f"{path}: nothing to change (memlane's hooks already {verb}ed)")
@@ -122,36 +124,12 @@ def _change(
         backup = apply(change)
         saved = f" (backup: {backup})" if backup else ""
         err.print(f"{verb}ed memlane's {client} hooks in {path}{saved}")
-
-
-def _ephemeral_gemini(home: Path | None, dry_run: bool) -> None:
-    """``[agents.gemini.injection] context_window_depth = 1`` in memlane.toml, unless the agent
-    sets a depth already."""
-    from memlane.config import CONFIG_FILENAME, Settings, resolve_home
-
-    root = resolve_home(home)
-    path = root / CONFIG_FILENAME
-    text = path.read_text(encoding="utf-8") if path.exists() else ""
-    try:
-        from memlane.server.tomlfile import agent_overrides, set_injection, write_atomic
-    except ImportError:
+    if install and start == "memlane" and shutil.which("memlane") is None:
         err.print(
-            f"add to {path} (Gemini's context lasts one turn):\n"
-            "[agents.gemini.injection]\ncontext_window_depth = 1"
+            "note: the hooks run `memlane` from PATH (a project's settings are shared), and "
+            "it is not on PATH here: install memlane so that it is (pipx install memlane), "
+            "or use --scope user, which records this installation's absolute path"
         )
-        return
-    if "context_window_depth" in agent_overrides(text, "gemini"):
-        return
-    new = set_injection(text, "gemini", GEMINI_EPHEMERAL)
-    Settings.from_text(root, new, source=str(path))  # refuse to write an invalid file
-    if dry_run:
-        err.print(
-            f"--dry-run: would set [agents.gemini.injection] context_window_depth = 1 in {path}"
-        )
-        return
-    root.mkdir(parents=True, exist_ok=True)
-    write_atomic(path, new)
-    err.print(f"{path}: [agents.gemini.injection] context_window_depth = 1 (ephemeral context)")
 
 
 @hooks_app.command("install")
@@ -161,15 +139,21 @@ def install_cmd(
     dry_run: DryRunOption = False,
     project_dir: ProjectOption = None,
     command: CommandOption = None,
-    home: HomeOption = None,
+    home: Annotated[
+        Path | None,
+        typer.Option(
+            "--home",
+            help="The memlane home the hooks use, written into every hook's command "
+            "(default: none written: the hooks use $MEMLANE_HOME, else ~/.memlane).",
+        ),
+    ] = None,
 ) -> None:
     """Merge memlane's hooks into the client's settings file: other hooks and keys are kept,
-    a backup (<file>.memlane-backup) is written first, a second run changes nothing. For
-    Gemini CLI also sets [agents.gemini.injection] context_window_depth = 1 in memlane.toml."""
+    the file's mode is kept, a backup (<file>.memlane-backup, the file before memlane first
+    changed it) is written once, a second run changes nothing. --home goes into every hook's
+    command. --scope project writes `memlane` from PATH (no path of yours in a shared file)."""
     with handle_errors():
-        _change(True, client, scope, dry_run, project_dir, command)
-        if client == "gemini":
-            _ephemeral_gemini(home, dry_run)
+        _change(True, client, scope, dry_run, project_dir, command, home)
 
 
 @hooks_app.command("uninstall")

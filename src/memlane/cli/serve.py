@@ -135,20 +135,44 @@ def serve(
     port: Annotated[
         int | None, typer.Option("--port", help="Port (default [server] port, 8765).")
     ] = None,
+    daemon: Annotated[
+        bool,
+        typer.Option(
+            "--daemon",
+            help="Run as the home's memory daemon (what a hook starts): a free loopback port, "
+            "a random token (kept in <home>/run/server.json, readable by you only), quiet; "
+            "exits at once if a server of this home runs.",
+        ),
+    ] = False,
+    idle_shutdown: Annotated[
+        float,
+        typer.Option(
+            "--idle-shutdown",
+            min=0,
+            help="Stop after this many seconds without a request (0: never).",
+        ),
+    ] = 0.0,
 ) -> None:
     """Serve the HTTP API (/v1, OpenAPI at /docs) and the web pages until SIGTERM or ^C.
 
     Loopback by default; another address needs a token ([server] token or
     MEMLANE_SERVER__TOKEN). A port already in use is an error naming the process that holds it
-    (exit code 5), found before the model is loaded.
+    (exit code 5), found before the model is loaded. The server records who it is in
+    <home>/run/server.json (URL, pid, store id): the hooks of this home use it and no other
+    server; a memory daemon of this home is stopped first (docs/integrations.md).
 
     Example:  memlane serve --port 8766"""
-    from memlane.config import Settings
+    from memlane.config import Settings, resolve_home
     from memlane.engine import MemoryEngine
+    from memlane.hooks.daemon import new_token
 
     settings = Settings.load(home)
-    bind = host or settings.server.host
-    bind_port = port if port is not None else settings.server.port
+    if daemon:
+        token = settings.server.token or new_token()
+        server_section = settings.server.model_copy(update={"token": token})
+        settings = settings.model_copy(update={"server": server_section})
+    bind = "127.0.0.1" if daemon else host or settings.server.host
+    bind_port = 0 if daemon else port if port is not None else settings.server.port
     server_cfg = settings.server
     if not is_loopback(bind) and not (server_cfg.token or server_cfg.owner_tokens):
         raise ConfigError(
@@ -158,8 +182,7 @@ def serve(
             "MEMLANE_SERVER__TOKEN, or bind to 127.0.0.1",
         )
     try:
-        import uvicorn
-
+        from memlane.server import lifecycle
         from memlane.server.app import create_app
         from memlane.server.state import ServerState
     except ImportError as exc:
@@ -167,8 +190,22 @@ def serve(
             f"memlane serve needs the server extra: pip install 'memlane[server]' ({exc})"
         ) from None
 
-    check_port(bind, bind_port)
+    if not daemon:
+        check_port(bind, bind_port)
     _log_to_stderr()
+    root = resolve_home(home)
+    try:
+        lock = lifecycle.acquire(root, daemon=daemon)
+    except lifecycle.HomeLockBusy as exc:
+        if daemon:
+            err.print(f"memlane serve --daemon: {exc}; not starting")
+            return
+        raise fail(f"{exc}: stop it first (its pid is in {root}/run/server.json)") from None
+    try:
+        sock = lifecycle.bind(bind, bind_port)
+    except OSError as exc:
+        os.close(lock)
+        raise fail(f"cannot listen on {bind}:{bind_port}: {exc.strerror or exc}") from None
     created = new_store(settings)
     engine = MemoryEngine.open(home, settings)
     if created:
@@ -176,21 +213,24 @@ def serve(
     try:
         err.print(f"loading the embedding model ({engine.model_name}) ...")
         engine.embed(["warm up"])  # ready only once the model answers
-        state = ServerState(engine)
+        kept = {"server": {"token": settings.server.token}} if daemon else None
+        state = ServerState(engine, overrides=kept)
         state.start_watching()
+        err.print(f"memlane serve: {lifecycle.url_of(sock)} (pid {os.getpid()})")
         try:
-            config = uvicorn.Config(
-                create_app(state),
-                host=bind,
-                port=bind_port,
-                log_level="info",
-                timeout_graceful_shutdown=30,
-            )
             # uvicorn finishes the in-flight requests on SIGTERM / SIGINT, then raises the
             # signal again under the handlers it found: these let the store close cleanly.
             previous = {sig: signal.signal(sig, _stopped) for sig in STOP_SIGNALS}
             try:
-                uvicorn.Server(config).run()
+                lifecycle.serve(
+                    create_app(state),
+                    home=root,
+                    sock=sock,
+                    token=settings.server.token,
+                    store_id=str(getattr(engine.store, "_store_uuid", "")),
+                    daemon=daemon,
+                    idle_shutdown_s=idle_shutdown,
+                )
             finally:
                 for sig, old in previous.items():
                     signal.signal(sig, old)
@@ -198,4 +238,6 @@ def serve(
             state.stop_watching()
     finally:
         engine.close()
+        sock.close()
+        os.close(lock)
     err.print("memlane serve: stopped, store closed")

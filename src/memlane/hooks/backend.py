@@ -35,7 +35,12 @@ if TYPE_CHECKING:
         ) -> Injected: ...
 
         def inject_pinned(
-            self, session: str, *, owner: str, agent: str, max_chars: int
+            self,
+            session: str,
+            *,
+            owner: str,
+            agent: str,
+            max_chars: int,
         ) -> Injected: ...
 
         def reset(self, session: str, reason: str, *, owner: str) -> None: ...
@@ -245,7 +250,12 @@ class LocalBackend:
         max_chars: int,
     ) -> Injected:
         result = self.engine.inject(
-            session, text, owner=owner, agent=agent, recent=recent, max_chars=max_chars
+            session,
+            text,
+            owner=owner,
+            agent=agent,
+            recent=recent,
+            max_chars=max_chars,
         )
         return Injected(result.block, tuple(i.memory.id for i in result.items), result.turn)
 

@@ -7,10 +7,11 @@ that both agree); the server's address comes from ``[server] host``/``port``/``t
 
 from __future__ import annotations
 
-import getpass
 import os
 import tomllib
 from pathlib import Path
+
+from memlane.scope import configured_owner, project_identity, resolve_owner
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (~10 ms per hook call)
 if TYPE_CHECKING:
@@ -39,6 +40,9 @@ DEFAULTS: dict[str, object] = {
     "recent_messages": 2,
     "fallback": True,
     "learn": False,
+    "token": "",
+    "autostart": True,
+    "idle_shutdown_s": 1800.0,
 }
 
 
@@ -47,10 +51,16 @@ class HookConfig:
     ``home`` and ``[server] token`` (sent as a bearer token when set). A plain class:
     :mod:`dataclasses` costs an import of :mod:`inspect` on every prompt."""
 
-    __slots__ = ("home", "token", *DEFAULTS)
+    __slots__ = ("home", "server_token", "scope_owner", "injection", "agents", *DEFAULTS)
 
     home: Path
+    #: ``[hooks] token`` (an owner-bound token, say); "" = the server's.
     token: str
+    #: ``[server] token``: sent to a server named by ``[hooks] url`` when ``[hooks] token``
+    #: is unset.
+    server_token: str
+    #: ``[scope] owner`` ("" = unset): the owner when ``[hooks] owner`` names none.
+    scope_owner: str
     owner: str
     agent: str
     per_project: bool
@@ -61,13 +71,21 @@ class HookConfig:
     recent_messages: int
     fallback: bool
     learn: bool
+    autostart: bool
+    idle_shutdown_s: float
 
-    def __init__(self, home: Path, token: str = "", **values: Any) -> None:
+    def __init__(
+        self, home: Path, server_token: str = "", scope_owner: str = "", **values: Any
+    ) -> None:
         unknown = set(values) - set(DEFAULTS)
         if unknown:
             raise TypeError(f"unknown [hooks] keys: {sorted(unknown)}")
         self.home = home
-        self.token = token
+        self.server_token = server_token
+        self.scope_owner = scope_owner
+        #: ``[injection]`` and ``[agents]`` as read (for :meth:`ambient`), env overrides in.
+        self.injection: dict[str, Any] = {}
+        self.agents: dict[str, Any] = {}
         for key, default in DEFAULTS.items():
             setattr(self, key, values.get(key, default))
 
@@ -76,21 +94,38 @@ class HookConfig:
         """``<home>/logs/hooks.log``: one line per failure (and per reset)."""
         return self.home / "logs" / "hooks.log"
 
+    def ambient(self, agent: str) -> bool:
+        """Whether ``agent``'s injection may print pinned memories at a session's start
+        (``[injection]`` ``enabled``, ``ambient_enabled``, ``pinned_types``, ``pinned_limit``,
+        with ``[agents.<agent>.injection]`` over them): when not, ``SessionStart`` has nothing
+        to print and the hook returns without a server or the engine. A value it cannot read
+        counts as on (the engine decides)."""
+        section = self.agents.get(agent) if isinstance(self.agents, dict) else None
+        own = section.get("injection") if isinstance(section, dict) else None
+        merged = {**self.injection, **(own if isinstance(own, dict) else {})}
+        try:
+            enabled = _coerce("learn", merged.get("enabled", True))
+            ambient = _coerce("learn", merged.get("ambient_enabled", False))
+            limit = int(merged.get("pinned_limit", 1))
+        except (HookConfigError, TypeError, ValueError):
+            return True
+        types = merged.get("pinned_types", ())
+        return bool(enabled and ambient and types and limit > 0)
+
     def server_url(self) -> str:
+        """``[hooks] url`` ("" = the server recorded in the home: :mod:`memlane.hooks.daemon`)."""
         return self.url.rstrip("/")
 
     def scope(self, client: str, cwd: str | None) -> tuple[str, str]:
-        """``(owner, agent)`` of a session of ``client`` run in ``cwd``."""
-        owner = self.owner or _os_user()
+        """``(owner, agent)`` of a session of ``client`` run in ``cwd``: the owner by the scope
+        rule (``[hooks] owner`` > ``[scope] owner`` > ``"default"``,
+        :func:`memlane.scope.resolve_owner`); with ``per_project`` the agent is
+        ``<agent>@<project>``, the project the identity of the git repository holding ``cwd``
+        (:func:`memlane.scope.project_identity`: the same for its worktrees and clones)."""
+        owner = resolve_owner(self.owner, self.scope_owner)
         agent = self.agent or CLIENT_AGENTS.get(client, client)
-        if self.per_project and cwd:
-            project = git_root(cwd)
-            if project is not None:
-                import hashlib
-
-                digest = hashlib.sha1(str(project).encode("utf-8")).hexdigest()[:6]
-                agent = f"{agent}@{project.name}-{digest}"
-        return owner, agent
+        project = project_identity(cwd) if self.per_project and cwd else None
+        return owner, f"{agent}@{project}" if project else agent
 
 
 #: (type, minimum, maximum) of the numeric keys: the limits of ``HooksSettings``.
@@ -99,29 +134,10 @@ _LIMITS: dict[str, tuple[type, float, float]] = {
     "connect_timeout_s": (float, 1e-9, 30),
     "max_chars": (int, 100, 100_000),
     "recent_messages": (int, 0, 20),
+    "idle_shutdown_s": (float, 0, 30 * 86400),
 }
-_BOOLS = {"per_project", "fallback", "learn"}
-_STRINGS = {"owner", "agent", "url"}
-
-
-def _os_user() -> str:
-    try:
-        return getpass.getuser() or "default"
-    except (KeyError, OSError):  # no passwd entry and no $USER
-        return "default"
-
-
-def git_root(cwd: str) -> Path | None:
-    """The top folder of the git work tree holding ``cwd`` (``None`` outside one): the nearest
-    ancestor with a ``.git`` entry, found without running git."""
-    try:
-        path = Path(cwd).resolve()
-    except OSError:
-        return None
-    for folder in (path, *path.parents):
-        if (folder / ".git").exists():
-            return folder
-    return None
+_BOOLS = {"per_project", "fallback", "learn", "autostart"}
+_STRINGS = {"owner", "agent", "url", "token"}
 
 
 def _coerce(key: str, value: Any) -> Any:
@@ -150,8 +166,8 @@ def _coerce(key: str, value: Any) -> Any:
 
 
 def load_config(home: str | os.PathLike[str] | None = None) -> HookConfig:
-    """Read ``[hooks]`` and ``[server]`` of ``<home>/memlane.toml`` and their ``MEMLANE_*``
-    overrides (``MEMLANE_HOOKS__URL``, ``MEMLANE_SERVER__PORT`` ...).
+    """Read ``[hooks]``, ``[scope] owner`` and ``[server] token`` of ``<home>/memlane.toml``
+    and their ``MEMLANE_*`` overrides (``MEMLANE_HOOKS__URL``, ``MEMLANE_SCOPE__OWNER`` ...).
 
     Raises:
         HookConfigError: the file is not TOML, or a value is out of its range.
@@ -178,13 +194,15 @@ def load_config(home: str | os.PathLike[str] | None = None) -> HookConfig:
         if key not in known:
             raise HookConfigError(f"hooks.{key}: unknown setting (see docs/integrations.md)")
         values[key] = _coerce(key, value)
-    if not values.get("url"):
-        host = str(server.get("host") or "127.0.0.1")
-        if host in {"0.0.0.0", "::", "[::]"}:  # bound to every address: reach it on loopback
-            host = "127.0.0.1"
-        if ":" in host and not host.startswith("["):
-            host = f"[{host}]"
-        port = server.get("port", 8765)
-        values["url"] = f"http://{host}:{port}"
     token = server.get("token") or ""
-    return HookConfig(home=home_path, token=str(token), **values)
+    cfg = HookConfig(
+        home=home_path, server_token=str(token), scope_owner=configured_owner(data), **values
+    )
+    injection = data.get("injection")
+    cfg.injection = dict(injection) if isinstance(injection, dict) else {}
+    for key in list(os.environ):
+        if key.startswith("MEMLANE_INJECTION__"):
+            cfg.injection[key.removeprefix("MEMLANE_INJECTION__").lower()] = os.environ[key]
+    agents = data.get("agents")
+    cfg.agents = dict(agents) if isinstance(agents, dict) else {}
+    return cfg

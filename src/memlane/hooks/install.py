@@ -25,6 +25,7 @@ import json
 import os
 import shlex
 import shutil
+import stat
 import sys
 import tempfile
 from dataclasses import dataclass
@@ -48,10 +49,12 @@ EVENTS: dict[str, list[tuple[str, str | None, str]]] = {
         ("SessionStart", "startup|clear|compact", "SessionStart"),
         ("PreCompact", None, "PreCompact"),
     ],
+    # Gemini CLI 0.61: BeforeAgent's context stays in the chat history (a <hook_context>
+    # part of the user turn), and PreCompress fires every turn before the CLI decides whether
+    # to compress (ChatCompressionService.compress): not installed (docs/integrations.md).
     "gemini": [
         ("BeforeAgent", None, "BeforeAgent --client gemini"),
         ("SessionStart", "clear", "SessionStart --client gemini"),
-        ("PreCompress", None, "PreCompress --client gemini"),
     ],
 }
 
@@ -85,11 +88,32 @@ def settings_path(client: str, scope: str, project: Path) -> Path:
     return project / folder / "settings.json"
 
 
-def entries(client: str, command: str) -> dict[str, list[dict[str, Any]]]:
-    """memlane's hook groups for ``client``, by event, with ``command`` starting memlane."""
+def command_for(scope: str, home: str | None = None, command: str | None = None) -> str:
+    """How the clients start memlane for an install of ``scope``: ``command`` when given; for
+    ``project`` (a file shared with the team, committed) ``memlane`` from PATH, never a
+    personal absolute path; else :func:`default_command`.
+
+    Raises:
+        InvalidArgument: ``home`` with the project scope (a personal path in a shared file).
+    """
+    if scope == "project" and home is not None:
+        raise InvalidArgument(
+            "--home is a path of your own: the project's settings file is shared with the "
+            "team. Use --scope local (Claude Code) or --scope user with --home, or set "
+            "MEMLANE_HOME in your environment"
+        )
+    if command:
+        return command
+    return "memlane" if scope == "project" else default_command()
+
+
+def entries(client: str, command: str, home: str | None = None) -> dict[str, list[dict[str, Any]]]:
+    """memlane's hook groups for ``client``, by event, with ``command`` starting memlane (and
+    ``--home home`` on every hook when given)."""
     out: dict[str, list[dict[str, Any]]] = {}
+    tail = f" --home {shlex.quote(home)}" if home else ""
     for event, matcher, args in EVENTS[client]:
-        hook: dict[str, Any] = {"type": "command", "command": f"{command} hook {args}"}
+        hook: dict[str, Any] = {"type": "command", "command": f"{command} hook {args}{tail}"}
         if client == "gemini":
             hook = {"name": f"memlane-{event}", **hook, "timeout": HOOK_TIMEOUT_S * 1000}
         else:
@@ -185,13 +209,21 @@ class Plan:
         )
 
 
-def plan(path: Path, client: str, *, install: bool, command: str | None = None) -> Plan:
+def plan(
+    path: Path,
+    client: str,
+    *,
+    install: bool,
+    command: str | None = None,
+    home: str | None = None,
+) -> Plan:
     """The settings text after installing (or, with ``install=False``, removing) memlane's
-    hooks of ``client``. Raises :class:`InvalidArgument` for a malformed file."""
+    hooks of ``client`` (started with ``command``, on ``home`` when given). Raises
+    :class:`InvalidArgument` for a malformed file."""
     old, data = _read(path)
     hooks = _without_memlane(data.get("hooks", {}))
     if install:
-        for event, groups in entries(client, command or default_command()).items():
+        for event, groups in entries(client, command or default_command(), home).items():
             hooks[event] = [*hooks.get(event, []), *groups]
     new_data = dict(data)
     if hooks:
@@ -219,17 +251,26 @@ def backup_path(path: Path) -> Path:
 
 def apply(change: Plan) -> Path | None:
     """Write ``change`` (nothing when unchanged): the old file is copied to
-    ``<file>.memlane-backup`` first, then the new text replaces it atomically. Returns the
-    backup's path (``None``: no old file, or nothing changed)."""
+    ``<file>.memlane-backup`` first (unless that backup exists: the first one, the file before
+    memlane ever changed it, is kept), then the new text replaces it atomically with the old
+    file's mode (a new file: 0666 less the umask). Returns the backup's path (``None``: no
+    old file, or nothing changed)."""
     if not change.changed:
         return None
     path = change.path
     path.parent.mkdir(parents=True, exist_ok=True)
     backup = None
     if change.old is not None:
+        mode = stat.S_IMODE(path.stat().st_mode)
         backup = backup_path(path)
-        shutil.copy2(path, backup)
+        if not backup.exists():
+            shutil.copy2(path, backup)
+    else:
+        umask = os.umask(0)
+        os.umask(umask)
+        mode = 0o666 & ~umask
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    os.chmod(tmp, mode)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(change.new)

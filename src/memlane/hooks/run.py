@@ -16,7 +16,9 @@ event (client)                         what the hook does
 ``SessionStart`` ``resume``            nothing: the replayed transcript still holds the blocks
 ``SessionStart`` ``startup``/``fork``  a new session: with ambient awareness on, print the
                                        pinned memories (recorded as injected); else nothing
-``PreCompact`` / ``PreCompress``       reset (reason ``compact``)
+``PreCompact`` (Claude Code)           reset (reason ``compact``)
+``PreCompress`` (Gemini CLI)           nothing: 0.61 fires it every turn, before deciding
+                                       whether to compress
 ``Stop`` with ``[hooks] learn``        start ``memlane learn`` on the transcript in the
                                        background (new messages only) and return at once
 ``SessionEnd``, ``Stop``, others       nothing (``SessionEnd`` must finish in ~1.5 s)
@@ -48,17 +50,24 @@ if TYPE_CHECKING:
 
 #: Events that inject before a model turn.
 PROMPT_EVENTS = frozenset({"UserPromptSubmit", "BeforeAgent"})
-#: Events that reset the session's tracking for compaction.
-COMPACT_EVENTS = frozenset({"PreCompact", "PreCompress"})
+#: Events that reset the session's tracking for compaction. Not Gemini CLI's ``PreCompress``:
+#: 0.61 fires it on every turn, before it decides whether to compress (its
+#: ``ChatCompressionService.compress``): a reset there would reset every turn.
+COMPACT_EVENTS = frozenset({"PreCompact"})
+
 #: ``SessionStart`` sources that reset the tracking (with that reason).
 RESET_SOURCES = frozenset({"clear", "compact"})
 #: Every event the hook knows (others are logged and ignored).
 EVENTS = frozenset(
-    {*PROMPT_EVENTS, *COMPACT_EVENTS, "SessionStart", "SessionEnd", "Stop", "AfterAgent"}
-)
+    {*PROMPT_EVENTS, *COMPACT_EVENTS, "SessionStart", "SessionEnd", "Stop",
+     "AfterAgent", "PreCompress"}
+)  # fmt: skip
 #: Events only Gemini CLI sends (the client when ``--client`` is not given).
 GEMINI_EVENTS = frozenset({"BeforeAgent", "PreCompress", "AfterAgent"})
 CLIENTS = ("claude-code", "gemini")
+#: The longest ``additionalContext`` Claude Code passes whole (observed with 2.1.197: exactly
+#: 10,000 characters arrive; at 10,001 a short "Output too large" preview replaces them).
+CLAUDE_CODE_MAX_CHARS = 10_000
 #: Size at which hooks.log is moved to hooks.log.1 (one old file kept).
 LOG_MAX_BYTES = 1_000_000
 
@@ -134,27 +143,53 @@ class _Run:
         self.deadline = time.monotonic() + cfg.timeout_s
 
     def _backend(self) -> Any:
+        """The server that serves this home's store (``[hooks] url`` when set, else the one
+        recorded in the home: :mod:`memlane.hooks.daemon`), else the engine in-process (the
+        reason logged; with ``[hooks] autostart`` the daemon is started for the next calls)."""
         from memlane.hooks.backend import HttpBackend, LocalBackend, ServerUnavailable
+        from memlane.hooks.daemon import read_record, start_daemon
 
-        try:
-            return HttpBackend(
-                self.cfg.server_url(),
-                token=self.cfg.token,
-                connect_timeout_s=self.cfg.connect_timeout_s,
-                deadline=self.deadline,
-            )
-        except ServerUnavailable as exc:
-            if not self.cfg.fallback:
-                raise RuntimeError(f"{exc}; [hooks] fallback is off") from None
-            self.cfg.log_path.parent.mkdir(parents=True, exist_ok=True)
-            return LocalBackend(str(self.cfg.home), str(self.cfg.log_path))
+        cfg = self.cfg
+        url, token = cfg.server_url(), cfg.token or cfg.server_token
+        why = ""
+        if not url:
+            record, why = read_record(cfg.home)
+            if record is not None:
+                url, token = record["url"], cfg.token or str(record.get("token") or "")
+        if url:
+            try:
+                return HttpBackend(
+                    url,
+                    token=token,
+                    connect_timeout_s=cfg.connect_timeout_s,
+                    deadline=self.deadline,
+                )
+            except ServerUnavailable as exc:
+                why = str(exc)
+        if not cfg.fallback:
+            raise RuntimeError(f"{why}; [hooks] fallback is off")
+        started = ""
+        if cfg.autostart and not cfg.server_url():
+            pid = start_daemon(cfg.home, cfg.idle_shutdown_s)
+            started = f"; started the memory daemon (pid {pid})" if pid else ""
+        self.log.write("INFO", f"{self.event}: in-process ({why}){started}")
+        cfg.log_path.parent.mkdir(parents=True, exist_ok=True)
+        return LocalBackend(str(cfg.home), str(cfg.log_path))
+
+    def max_chars(self) -> int:
+        """``[hooks] max_chars``, at most :data:`CLAUDE_CODE_MAX_CHARS` for Claude Code (a longer
+        ``additionalContext`` is replaced by a short preview: INTEGRATIONS.md)."""
+        if self.client == "claude-code":
+            return min(self.cfg.max_chars, CLAUDE_CODE_MAX_CHARS)
+        return self.cfg.max_chars
 
     def act(self, payload: dict[str, Any]) -> None:
         """Do what ``self.event`` asks (module docstring). Raises on any failure."""
         event = self.event
         session = payload.get("session_id")
         learn = event == "Stop" and self.cfg.learn
-        if event not in EVENTS or (event in {"SessionEnd", "Stop", "AfterAgent"} and not learn):
+        quiet = {"SessionEnd", "Stop", "AfterAgent", "PreCompress"}
+        if event not in EVENTS or (event in quiet and not learn):
             return
         if not isinstance(session, str) or not session.strip():
             raise ValueError(f"the payload has no session_id (got {session!r})")
@@ -168,9 +203,8 @@ class _Run:
                 return  # nothing typed: nothing to search for, no turn counted
             from memlane.hooks.transcript import recent_messages
 
-            recent = recent_messages(
-                _str(payload.get("transcript_path")), self.cfg.recent_messages, prompt=prompt
-            )
+            transcript = _str(payload.get("transcript_path"))
+            recent = recent_messages(transcript, self.cfg.recent_messages, prompt=prompt)
             backend = self._backend()
             try:
                 result = backend.inject(
@@ -179,7 +213,7 @@ class _Run:
                     owner=owner,
                     agent=agent,
                     recent=recent,
-                    max_chars=self.cfg.max_chars,
+                    max_chars=self.max_chars(),
                 )
             finally:
                 backend.close()
@@ -192,9 +226,9 @@ class _Run:
             reason = "compact"
         elif event == "SessionStart" and source in RESET_SOURCES:
             reason = str(source)
-        pinned = event == "SessionStart" and source != "resume"
+        pinned = event == "SessionStart" and source != "resume" and self.cfg.ambient(agent)
         if reason is None and not pinned:
-            return
+            return  # nothing to reset or print: no server asked, no engine opened
         backend = self._backend()
         try:
             if reason is not None:
@@ -202,7 +236,10 @@ class _Run:
                 self.log.write("INFO", f"{event} session={session} owner={owner} reset ({reason})")
             if pinned:  # the model starts without context: the pinned memories (ambient on)
                 result = backend.inject_pinned(
-                    session, owner=owner, agent=agent, max_chars=self.cfg.max_chars
+                    session,
+                    owner=owner,
+                    agent=agent,
+                    max_chars=self.max_chars(),
                 )
                 if result.block:
                     self.emit(output(event, result.block), result.ids)
@@ -243,6 +280,29 @@ class _Run:
             self.printed = line
 
 
+def read_payload(stdin: BinaryIO) -> dict[str, Any]:
+    """The client's JSON object from ``stdin``, parsed as soon as a whole object has arrived
+    (a client that keeps its end of the pipe open does not hold the hook until EOF). Raises
+    ``ValueError`` naming what is wrong."""
+    read = getattr(stdin, "read1", stdin.read)
+    raw = b""
+    while chunk := read(65536):
+        raw += chunk
+        if raw.rstrip().endswith(b"}"):
+            try:
+                json.loads(raw.decode("utf-8"))
+            except (ValueError, UnicodeDecodeError):
+                continue  # a "}" inside the object: more to come
+            break
+    try:
+        payload = json.loads(raw.decode("utf-8"))
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ValueError(f"stdin is not a JSON object ({exc}); first bytes: {raw[:80]!r}") from None
+    if not isinstance(payload, dict):
+        raise ValueError(f"stdin is JSON but not an object: {type(payload).__name__}")
+    return payload
+
+
 def _str(value: Any) -> str | None:
     return value if isinstance(value, str) and value else None
 
@@ -267,23 +327,16 @@ def main(
         cfg = load_config(home)
         log = HookLog(cfg.log_path)
         client = client or ("gemini" if event in GEMINI_EVENTS else "claude-code")
-        raw = stdin.read()
-        try:
-            payload = json.loads(raw.decode("utf-8"))
-        except (ValueError, UnicodeDecodeError) as exc:
-            raise ValueError(
-                f"stdin is not a JSON object ({exc}); first bytes: {raw[:80]!r}"
-            ) from None
-        if not isinstance(payload, dict):
-            raise ValueError(f"stdin is JSON but not an object: {type(payload).__name__}")
     except Exception as exc:
         log.write("ERROR", f"{event}: {type(exc).__name__}: {exc}")
         return 0
     run = _Run(event, client, cfg, log)
     failure: list[BaseException] = []
+    payload: dict[str, Any] = {}
 
-    def work() -> None:
+    def work() -> None:  # reading stdin too: the deadline covers a client slow to send it
         try:
+            payload.update(read_payload(stdin))
             run.act(payload)
         except BaseException as exc:  # reported by the main thread
             failure.append(exc)
@@ -292,19 +345,18 @@ def main(
     worker.start()
     worker.join(max(0.0, run.deadline - time.monotonic()))
     with run.lock:
+        sid = payload.get("session_id")
+        where = f"{event} session={sid}" if sid else event
         if worker.is_alive():
             run.expired = True
             log.write(
                 "ERROR",
-                f"{event} session={payload.get('session_id')}: deadline of "
-                f"{cfg.timeout_s:g} s ([hooks] timeout_s) passed; nothing printed",
+                f"{where}: deadline of {cfg.timeout_s:g} s ([hooks] timeout_s) passed; "
+                "nothing printed",
             )
         if failure:
             problem = failure[0]
-            log.write(
-                "ERROR",
-                f"{event} session={payload.get('session_id')}: {type(problem).__name__}: {problem}",
-            )
+            log.write("ERROR", f"{where}: {type(problem).__name__}: {problem}")
         if run.printed is not None and not run.expired:  # recorded = printed: print it
             try:
                 stdout.write(run.printed + "\n")

@@ -13,7 +13,8 @@ the embedding model loads in a background thread (another project's server timed
 client because it loaded its model before answering). ``forget`` and ``list_memories`` need only
 the store; the other tools wait for the model (up to :data:`MODEL_WAIT_S`).
 
-Scope: the owner of the hooks (``[hooks] owner``, default the OS user) unless ``--owner`` says;
+Scope: ``--owner``, else the hooks' (``[hooks] owner``, else ``[scope] owner``, else
+``"default"``: :func:`memlane.scope.resolve_owner`);
 memories written here have no agent (shared by every agent of the owner) unless ``--agent``.
 ``context_for_turn`` keeps the same per-session tracking as the hooks (same store, same owner).
 """
@@ -130,7 +131,7 @@ def build_server(
     from memlane.hooks.config import load_config
 
     cfg = load_config(home)
-    scope_owner = owner or cfg.scope("mcp", None)[0]
+    scope_owner = owner or cfg.scope("mcp", None)[0]  # the scope rule (memlane.scope)
     max_chars = cfg.max_chars
     holder = EngineHolder(home)
     server = FastMCP(

@@ -1,0 +1,149 @@
+"""A running ``memlane serve``'s life in its home: the lock (one server per home), the record
+hooks read to find it (:mod:`memlane.hooks.daemon`), and the idle shutdown of a daemon.
+
+:func:`serve` binds the socket itself (port 0 for a daemon: a free loopback port), writes
+``<home>/run/server.json`` once the model is loaded, runs uvicorn on that socket, and removes
+the record when it stops. With ``idle_shutdown_s`` an :class:`IdleTracker` around the app
+counts requests, and a watcher thread stops uvicorn after that many seconds without one.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import time
+from collections.abc import Awaitable, Callable, MutableMapping
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from memlane.hooks.daemon import read_record, remove_record, stop, take_lock, write_record
+
+log = logging.getLogger("memlane.server")
+
+Scope = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
+Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
+
+
+class IdleTracker:
+    """ASGI wrapper: the time of the last request and the number in flight."""
+
+    def __init__(self, app: Callable[[Scope, Receive, Send], Awaitable[None]]) -> None:
+        self.app = app
+        self.last = time.monotonic()
+        self.in_flight = 0
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        self.in_flight += 1
+        self.last = time.monotonic()
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            self.in_flight -= 1
+            self.last = time.monotonic()
+
+    def idle_s(self) -> float:
+        """Seconds since the last request ended (0 while one is in flight)."""
+        return 0.0 if self.in_flight else time.monotonic() - self.last
+
+
+class HomeLockBusy(Exception):
+    """Another server of this home holds its lock (the message names it)."""
+
+
+def acquire(home: Path, *, daemon: bool) -> int:
+    """The home's server lock. A foreground server stops a daemon that holds it (SIGTERM,
+    then waits for the lock up to 15 s); a daemon never waits.
+
+    Raises:
+        HomeLockBusy: the lock is held by a foreground server, or (daemon) by anyone.
+    """
+    fd = take_lock(home)
+    if fd is not None:
+        return fd
+    record, _ = read_record(home)
+    who = f"pid {record['pid']} at {record['url']}" if record else "a server that is starting"
+    if daemon or record is None or not record.get("daemon"):
+        raise HomeLockBusy(f"another memlane server serves {home} ({who})")
+    log.info("stopping the memlane daemon of this home (%s)", who)
+    stop(home)
+    end = time.monotonic() + 15
+    while time.monotonic() < end:
+        fd = take_lock(home)
+        if fd is not None:
+            return fd
+        time.sleep(0.1)
+    raise HomeLockBusy(f"the daemon of {home} ({who}) did not stop within 15 s")
+
+
+def bind(host: str, port: int) -> socket.socket:
+    """A listening TCP socket on ``host:port`` (port 0: a free one). Raises ``OSError``."""
+    family = socket.AF_INET6 if ":" in host.strip("[]") else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host.strip("[]"), port))
+    sock.listen(2048)
+    sock.set_inheritable(True)
+    return sock
+
+
+def url_of(sock: socket.socket) -> str:
+    host, port = sock.getsockname()[:2]
+    if host in {"0.0.0.0", "::"}:
+        host = "127.0.0.1"
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+
+
+def serve(
+    app: Any,
+    *,
+    home: Path,
+    sock: socket.socket,
+    token: str,
+    store_id: str,
+    daemon: bool,
+    idle_shutdown_s: float,
+) -> None:
+    """Run uvicorn on ``sock`` until SIGTERM/^C (or ``idle_shutdown_s`` without a request,
+    when above 0), with this server's record in ``home`` meanwhile."""
+    import uvicorn
+
+    tracker = IdleTracker(app)
+    config = uvicorn.Config(tracker, log_level="warning" if daemon else "info")
+    config.timeout_graceful_shutdown = 30
+    server = uvicorn.Server(config)
+    stopped = threading.Event()
+
+    def watch() -> None:
+        while not stopped.wait(1.0):
+            if tracker.idle_s() >= idle_shutdown_s:
+                log.info("idle for %.0f s: shutting down", idle_shutdown_s)
+                server.should_exit = True
+                return
+
+    record = {
+        "url": url_of(sock),
+        "pid": os.getpid(),
+        "home": str(home),
+        "store_id": store_id,
+        "token": token,
+        "daemon": daemon,
+        "idle_shutdown_s": idle_shutdown_s,
+        "started_at": datetime.now(UTC).isoformat(),
+    }
+    write_record(home, record)
+    watcher = None
+    if idle_shutdown_s > 0:
+        watcher = threading.Thread(target=watch, name="memlane-idle", daemon=True)
+        watcher.start()
+    try:
+        server.run(sockets=[sock])
+    finally:
+        stopped.set()
+        remove_record(home, os.getpid())

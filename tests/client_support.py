@@ -1,0 +1,259 @@
+"""The real coding assistants in tests: Claude Code and Gemini CLI installed from npm (pinned,
+cached under ``.clients/``, ignored by git; ``make clients`` installs them, and so does the
+first test that needs them), driven non-interactively against the fake model servers of
+:mod:`fake_models`, with memlane's hooks installed as a user would (``memlane hooks install``)
+in a temporary HOME and memlane home. What reaches the model is read from the requests the
+fake servers received.
+
+Used by ``tests/test_clients.py`` and ``scripts/client_sessions.py`` (the 12-turn report).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import fake_models
+
+REPO = Path(__file__).resolve().parents[1]
+CLIENTS_DIR = REPO / ".clients"
+#: Pinned versions (INTEGRATIONS.md: what memlane's hooks were checked against).
+CLAUDE_CODE = "2.1.197"
+GEMINI_CLI = "0.61.0"
+PACKAGES = {"@anthropic-ai/claude-code": CLAUDE_CODE, "@google/gemini-cli": GEMINI_CLI}
+#: First line of memlane's block (``memlane.history.INJECTION_BLOCK_PREFIX``).
+BLOCK = "[Context from memory]"
+
+
+def installed_version(package: str) -> str | None:
+    manifest = CLIENTS_DIR / "node_modules" / package / "package.json"
+    try:
+        return str(json.loads(manifest.read_text())["version"])
+    except (OSError, ValueError, KeyError):
+        return None
+
+
+def ensure_clients() -> tuple[Path, Path]:
+    """``(claude, gemini)`` executables of the pinned versions, installed with npm into
+    ``.clients/`` when missing. Raises ``RuntimeError`` when npm fails (its output in it)."""
+    wanted = [f"{p}@{v}" for p, v in PACKAGES.items()]
+    if any(installed_version(p) != v for p, v in PACKAGES.items()):  # both at once: npm
+        # would prune a package it was not asked for
+        npm = shutil.which("npm")
+        if npm is None:
+            raise RuntimeError("npm is not on PATH: install Node.js 20+ (it brings npm)")
+        CLIENTS_DIR.mkdir(exist_ok=True)
+        done = subprocess.run(
+            [npm, "install", "--prefix", str(CLIENTS_DIR), "--no-audit", "--no-fund",
+             "--no-save", *wanted],
+            capture_output=True, text=True, timeout=900,
+        )  # fmt: skip
+        if done.returncode != 0:
+            raise RuntimeError(f"npm install {' '.join(wanted)} failed:\n{done.stderr[-3000:]}")
+    bin_dir = CLIENTS_DIR / "node_modules" / ".bin"
+    return bin_dir / "claude", bin_dir / "gemini"
+
+
+def git(cwd: Path, *args: str) -> str:
+    done = subprocess.run(["git", "-C", str(cwd), *args], capture_output=True, text=True,
+                          check=True)  # fmt: skip
+    return done.stdout.strip()
+
+
+def make_repo(path: Path, remote: str) -> Path:
+    path.mkdir(parents=True)
+    git(path, "init", "-q")
+    git(path, "remote", "add", "origin", remote)
+    return path
+
+
+@dataclass
+class Lab:
+    """A user's machine in a folder: HOME, the memlane home, the clients, the fake models."""
+
+    root: Path
+    claude: Path
+    gemini: Path
+    anthropic: fake_models.FakeModel
+    google: fake_models.FakeModel
+    env: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def home(self) -> Path:
+        return self.root / "memlane-home"
+
+    @property
+    def user_home(self) -> Path:
+        return self.root / "user-home"
+
+    def memlane(self, *args: str, cwd: Path | None = None) -> str:
+        """``memlane ARGS`` as the user runs it; returns stdout. Raises on a failure."""
+        done = subprocess.run(
+            [sys.executable, "-m", "memlane", *args], cwd=cwd, env=self.env,
+            capture_output=True, text=True, timeout=300,
+        )  # fmt: skip
+        if done.returncode != 0:
+            raise RuntimeError(f"memlane {' '.join(args)}: {done.returncode}\n{done.stderr}")
+        return done.stdout
+
+    def close(self) -> None:
+        from memlane.hooks.daemon import stop
+
+        stop(self.home, timeout_s=30)
+        self.anthropic.close()
+        self.google.close()
+
+
+def make_lab(root: Path, **memlane_env: str) -> Lab:
+    """Both clients with memlane's hooks installed at user scope (``--home``), a fresh memlane
+    home (hash embedder: no model to load), both fake model servers running."""
+    claude, gemini = ensure_clients()
+    lab = Lab(root, claude, gemini, fake_models.start("anthropic"), fake_models.start("gemini"))
+    lab.user_home.mkdir(parents=True)
+    lab.home.mkdir()
+    keep = ("PATH", "LANG", "LC_ALL", "TMPDIR", "SYSTEMROOT", "TERM")
+    env = {k: v for k, v in os.environ.items() if k in keep}
+    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
+    env.update(
+        HOME=str(lab.user_home),
+        MEMLANE_HOME=str(lab.home),
+        MEMLANE_EMBEDDING__PROVIDER="hash",
+        PYTHONPATH=str(REPO / "src"),
+        # Claude Code (INTEGRATIONS.md)
+        ANTHROPIC_BASE_URL=lab.anthropic.url,
+        ANTHROPIC_API_KEY="sk-test",
+        DISABLE_TELEMETRY="1",
+        DISABLE_AUTOUPDATER="1",
+        CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1",
+        # Gemini CLI
+        GOOGLE_GEMINI_BASE_URL=lab.google.url,
+        GEMINI_API_KEY="test",
+        GEMINI_CLI_TRUST_WORKSPACE="true",
+        **memlane_env,
+    )
+    lab.env = env
+    gemini_settings = lab.user_home / ".gemini" / "settings.json"
+    gemini_settings.parent.mkdir()
+    gemini_settings.write_text(
+        json.dumps({"security": {"auth": {"selectedType": "gemini-api-key"}}})
+    )
+    command = f"{sys.executable} -m memlane"
+    for client in ("claude-code", "gemini"):
+        lab.memlane("hooks", "install", "--client", client, "--scope", "user",
+                    "--home", str(lab.home), "--command", command)  # fmt: skip
+    return lab
+
+
+# ------------------------------------------------------------------------------ Claude Code
+def claude_session(lab: Lab, cwd: Path, prompts: list[str], session: str | None = None) -> str:
+    """One ``claude -p --input-format stream-json`` process taking ``prompts`` one at a time
+    (each sent once the previous turn's result is out), resuming ``session`` when given.
+    Returns the session id."""
+    args = [str(lab.claude), "-p", "--input-format", "stream-json", "--output-format",
+            "stream-json", "--verbose"]  # fmt: skip
+    if session:
+        args += ["--resume", session]
+    proc = subprocess.Popen(args, cwd=cwd, env=lab.env, stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)  # fmt: skip
+    assert proc.stdin is not None and proc.stdout is not None
+    found = session or ""
+    try:
+        for prompt in prompts:
+            line = {"type": "user", "message": {"role": "user", "content": prompt}}
+            proc.stdin.write(json.dumps(line) + "\n")
+            proc.stdin.flush()
+            for raw in proc.stdout:
+                event = json.loads(raw) if raw.startswith("{") else {}
+                found = event.get("session_id") or found
+                if event.get("type") == "result":
+                    break
+        proc.stdin.close()
+        proc.wait(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        proc.stdout.close()
+    return found
+
+
+def claude_once(lab: Lab, cwd: Path, prompt: str, session: str | None = None) -> dict[str, Any]:
+    """``claude -p PROMPT --output-format json [--resume SESSION]``: its JSON result."""
+    args = [str(lab.claude), "-p", prompt, "--output-format", "json"]
+    if session:
+        args += ["--resume", session]
+    done = subprocess.run(args, cwd=cwd, env=lab.env, stdin=subprocess.DEVNULL,
+                          capture_output=True, text=True, timeout=180)  # fmt: skip
+    if done.returncode != 0:
+        raise RuntimeError(f"claude {prompt!r}: {done.returncode}\n{done.stderr[-2000:]}")
+    return dict(json.loads(done.stdout))
+
+
+# ------------------------------------------------------------------------------ Gemini CLI
+def gemini_once(lab: Lab, cwd: Path, prompt: str, *, resume: bool) -> str:
+    """``gemini -p PROMPT [--resume latest]``: its stdout."""
+    args = [str(lab.gemini), "-p", prompt] + (["--resume", "latest"] if resume else [])
+    done = subprocess.run(args, cwd=cwd, env=lab.env, stdin=subprocess.DEVNULL,
+                          capture_output=True, text=True, timeout=180)  # fmt: skip
+    if done.returncode != 0:
+        raise RuntimeError(f"gemini {prompt!r}: {done.returncode}\n{done.stderr[-2000:]}")
+    return done.stdout
+
+
+# ------------------------------------------------------------------------------ reading
+def request_text(body: dict[str, Any]) -> str:
+    """Every string of a request body, joined (messages, system prompt, parts)."""
+    out: list[str] = []
+
+    def walk(value: Any) -> None:
+        if isinstance(value, str):
+            out.append(value)
+        elif isinstance(value, dict):
+            for v in value.values():
+                walk(v)
+        elif isinstance(value, list):
+            for v in value:
+                walk(v)
+
+    walk(body.get("messages", body.get("contents", [])))
+    return "\n".join(out)
+
+
+@dataclass
+class Row:
+    """One request to the model: its number, the memories it holds (id -> copies), blocks."""
+
+    n: int
+    memories: dict[str, int]
+    blocks: int
+    summary: bool = False
+
+
+def rows(fake: fake_models.FakeModel, memories: dict[str, str]) -> list[Row]:
+    """One :class:`Row` per conversation request ``fake`` received (``memories``: id ->
+    content)."""
+    out = []
+    for n, req in enumerate(fake.model_requests(), 1):
+        text = request_text(req.body)
+        flat = " ".join(text.split())
+        held = {mid: flat.count(" ".join(c.split())) for mid, c in memories.items()}
+        last = req.body.get("messages") or [{}]
+        summary = "create a detailed summary of the conversation" in request_text(
+            {"messages": last[-1:]}
+        )  # Claude Code's /compact: the last message asks for a summary
+        out.append(Row(n, {m: k for m, k in held.items() if k}, text.count(BLOCK), summary))
+    return out
+
+
+def table(title: str, found: list[Row], names: dict[str, str]) -> str:
+    lines = [title, f"{'request':>7}  {'memories in the request (copies)':<44} blocks"]
+    for r in found:
+        held = ", ".join(f"{names.get(m, m[:8])} x{k}" for m, k in sorted(r.memories.items()))
+        lines.append(f"{r.n:>7}  {held or '-':<44} {r.blocks}{'  (summary)' if r.summary else ''}")
+    return "\n".join(lines)
