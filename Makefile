@@ -7,7 +7,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: install demo test lint typecheck unit clean test-llm
+.PHONY: install demo test lint typecheck unit clean test-llm clients
 
 $(STAMP): pyproject.toml Makefile
 	test -d $(VENV) || $(PY) -m venv $(VENV)
@@ -27,7 +27,16 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
-unit: $(STAMP)
+# The real coding assistants tests/test_clients.py drives (versions pinned in
+# tests/client_support.py), installed by npm under the ignored .clients/, once.
+CLIENT_PACKAGES := @anthropic-ai/claude-code@2.1.197 @google/gemini-cli@0.61.0
+clients: .clients/.installed
+.clients/.installed: Makefile
+	mkdir -p .clients
+	npm install --prefix .clients --no-audit --no-fund --no-save $(CLIENT_PACKAGES)
+	touch $@
+
+unit: $(STAMP) clients
 	$(BIN)/pytest -q
 
 test: lint typecheck unit

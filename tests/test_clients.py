@@ -1,0 +1,69 @@
+"""The real Claude Code and Gemini CLI (pinned npm versions, ``tests/client_support.py``) with
+memlane's hooks installed by ``memlane hooks install``, talking to fake model servers on
+127.0.0.1: the assertions are on the requests the model servers received.
+
+- a memory added with ``memlane add`` (no owner) reaches Claude Code's model;
+- over a session it is injected once and no request holds it twice; after ``/compact`` it
+  comes back (once).
+
+Slow by nature (a Node.js client per step, several seconds each on a busy machine): marked
+``clients``; run with the rest of the suite by ``make test``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import client_support as cs
+
+pytestmark = pytest.mark.clients
+
+DB = "The staging database is PostgreSQL 16 with pgvector, listening on port 5433"
+ASKS = [
+    "Which database does staging use?",
+    "Which port does the staging database listen on?",
+    "Is pgvector installed on the staging database?",
+    "Remind me which database version staging runs",
+]
+
+
+@pytest.fixture
+def lab(tmp_path: Path) -> Iterator[cs.Lab]:
+    try:
+        made = cs.make_lab(tmp_path)
+    except RuntimeError as exc:
+        pytest.fail(f"the clients could not be installed: {exc}")
+    try:
+        yield made
+    finally:
+        made.close()
+
+
+def added(lab: cs.Lab, text: str, *args: str) -> dict[str, str]:
+    memory = json.loads(lab.memlane("add", text, "--json", *args))["memory"]
+    return {memory["id"]: memory["content"]}
+
+
+def test_claude_code_injects_once_and_again_after_compact(lab: cs.Lab) -> None:
+    repo = cs.make_repo(lab.root / "shop", "git@github.com:acme/shop.git")
+    memory = added(lab, DB)  # no --owner: the scope rule's owner, as the hooks use
+    (mid,) = memory
+    session = cs.claude_session(lab, repo, ASKS[:3])
+    cs.claude_once(lab, repo, "/compact", session)
+    cs.claude_session(lab, repo, ASKS[3:] + ASKS[:1], session)
+    found = cs.rows(lab.anthropic, memory)
+    summaries = [r.n for r in found if r.summary]
+    turns = [r for r in found if not r.summary]
+    assert len(summaries) == 1 and len(turns) == 5, cs.table("claude", found, {mid: "DB"})
+    assert all(r.memories.get(mid, 0) <= 1 for r in found)  # never twice in a request
+    before = [r for r in turns if r.n < summaries[0]]
+    after = [r for r in turns if r.n > summaries[0]]
+    # injected once at the first turn; the block stays in the history (one copy each time)
+    assert [r.memories.get(mid) for r in before] == [1, 1, 1]
+    assert [r.blocks for r in before] == [1, 1, 1]
+    # after /compact the model no longer had it: it comes back once
+    assert [r.memories.get(mid) for r in after] == [1, 1]
