@@ -67,3 +67,17 @@ def test_claude_code_injects_once_and_again_after_compact(lab: cs.Lab) -> None:
     assert [r.blocks for r in before] == [1, 1, 1]
     # after /compact the model no longer had it: it comes back once
     assert [r.memories.get(mid) for r in after] == [1, 1]
+
+
+def test_gemini_cli_injects_once_and_never_twice(lab: cs.Lab) -> None:
+    """Gemini CLI 0.61 keeps BeforeAgent's context in its history and fires PreCompress every
+    turn: a memory is injected once and no request holds it twice (before: a copy per turn)."""
+    repo = cs.make_repo(lab.root / "shop", "git@github.com:acme/shop.git")
+    memory = added(lab, DB)
+    (mid,) = memory
+    for n, ask in enumerate(ASKS):
+        cs.gemini_once(lab, repo, ask, resume=n > 0)
+    found = cs.rows(lab.google, memory)
+    table = cs.table("gemini", found, {mid: "DB"})
+    assert [r.memories.get(mid) for r in found] == [1, 1, 1, 1], table
+    assert [r.blocks for r in found] == [1, 1, 1, 1], table
