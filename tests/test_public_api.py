@@ -118,6 +118,7 @@ def test_other_enums() -> None:
         "caused_by",
         "result_of",
         "part_of",
+        "kept_apart",  # a reviewed pair the janitor must never merge again (docs/dedup.md)
     }
     assert [s.value for s in memlane.Status] == ["active", "forgotten", "superseded"]
 

@@ -199,7 +199,8 @@ class HttpBackend:
     def inject_pinned(self, session: str, *, owner: str, agent: str, max_chars: int) -> Injected:
         body = {
             "session": session,
-            "text": "",
+            # /v1/inject requires a non-blank text (422 otherwise); pinned_only does not read it
+            "text": "session start",
             "owner": owner,
             "agent": agent,
             "max_chars": max_chars,
