@@ -4,6 +4,8 @@ messages wire formats, answering from a script, for the providers' tests (driven
 
 A script is a list of steps, one per request, in order; when it runs out, ``default`` answers.
 Steps: ``Reply(text)`` (a normal answer whose message text is ``text``), ``Slow(seconds, text)``,
+``Held(text)`` (answered only once the test calls ``release()``, or after ``cap_s``: ordering
+tests assert what happened while the answer was held, without wall-clock bounds),
 ``Status(code)`` (an API error with that HTTP status), ``Raw(body)`` (a 200 with that body),
 ``Refuse(code, message)``, ``Die()`` (the connection closed without an answer, as a crashed
 server does).
@@ -44,6 +46,20 @@ class Slow:
 
 
 @dataclass(frozen=True)
+class Held:
+    """An answer held back until :meth:`release` (or ``cap_s`` seconds, so a broken test ends);
+    ``answered`` is set once the server has sent it."""
+
+    text: str
+    cap_s: float = 30.0
+    released: threading.Event = field(default_factory=threading.Event)
+    answered: threading.Event = field(default_factory=threading.Event)
+
+    def release(self) -> None:
+        self.released.set()
+
+
+@dataclass(frozen=True)
 class Status:
     code: int
 
@@ -66,7 +82,7 @@ class Die:
     """The server reads the request and closes the connection without answering."""
 
 
-Step = Reply | Slow | Status | Raw | Refuse | Die
+Step = Reply | Slow | Held | Status | Raw | Refuse | Die
 
 #: llama-cpp-python 0.3.36's server, asked for ``response_format`` ``json_schema`` (its body's
 #: ``error.message``, as it answered it on this machine, less the traceback it appends).
@@ -192,6 +208,10 @@ def _handler(script: Script) -> type[BaseHTTPRequestHandler]:
             if isinstance(step, Slow):
                 time.sleep(step.seconds)
                 step = Reply(step.text)
+            held = step if isinstance(step, Held) else None
+            if held is not None:
+                held.released.wait(held.cap_s)
+                step = Reply(held.text)
             if isinstance(step, Reply):
                 self._send(200, json.dumps(_body(script.kind, step.text, model, form)))
             elif isinstance(step, Raw):
@@ -202,6 +222,8 @@ def _handler(script: Script) -> type[BaseHTTPRequestHandler]:
             else:
                 error = {"type": "error", "error": {"type": "api_error", "message": "scripted"}}
                 self._send(step.code, json.dumps(error))
+            if held is not None:
+                held.answered.set()
 
     return Handler
 

@@ -19,7 +19,6 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
-import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -278,7 +277,6 @@ class Run:
     code: int
     stdout: str
     stderr: str
-    seconds: float
 
     @property
     def error(self) -> str:
@@ -297,7 +295,6 @@ def child(
     timeout: float = 60,
 ) -> Run:
     """Run ``python -m memlane ARGS`` in a child process on ``backend``'s store."""
-    started = time.monotonic()
     proc = subprocess.run(
         [*prefix, sys.executable, "-m", "memlane", *args],
         env={**backend.child_env(), **(env or {})},
@@ -305,7 +302,7 @@ def child(
         text=True,
         timeout=timeout,
     )
-    return Run(proc.returncode, proc.stdout, proc.stderr, time.monotonic() - started)
+    return Run(proc.returncode, proc.stdout, proc.stderr)
 
 
 def make_store(backend: Backend, n: int = 3) -> Path:
@@ -346,8 +343,9 @@ def test_a_writer_gives_up_after_busy_timeout_with_store_busy(sqlite_backend: Ba
         run = child(sqlite_backend, "add", "a memory written while locked", env=env, timeout=20)
     assert run.code == StoreBusy.exit_code, run.stderr
     assert str(db) in run.error and "busy_timeout_ms" in run.error
-    # one deadline of 300 ms, not a retry loop multiplying it (the defect: 30 s and more)
-    assert run.seconds < 5
+    # One deadline of 300 ms, not a retry loop multiplying it (the defect: 30 s and more): the
+    # child's 20 s limit above catches that with a wide margin; no finer wall-clock assertion,
+    # since a loaded machine can stretch 300 ms into seconds.
     assert count(db) == 3
 
 
@@ -359,8 +357,9 @@ def test_a_reader_does_not_wait_for_the_write_lock(sqlite_backend: Backend) -> N
     env = {"MEMLANE_STORE__BUSY_TIMEOUT_MS": str(BUSY_MS)}
     with write_lock_held(db):
         run = child(sqlite_backend, "list", "--json", env=env, timeout=20)
+    # The lock is held for the whole run: a reader that needed it would have failed with
+    # StoreBusy after busy_timeout_ms, so exit 0 and the rows prove it never waited for it.
     assert run.code == 0, run.stderr
-    assert run.seconds < 5
     assert len(json.loads(run.stdout)) == 3
 
 

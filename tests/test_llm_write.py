@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from conftest import ScriptedEmbedder
-from llm_server import Reply, Script, Slow, Status, serve
+from llm_server import Held, Reply, Script, Slow, Status, serve
 from memlane import MemoryEngine
 from memlane.config import LLMSettings
 from memlane.llm import make_llm
@@ -200,25 +200,28 @@ def test_without_an_llm_nothing_is_called_and_stats_say_none(engine: MemoryEngin
 def test_other_writers_are_not_blocked_while_the_model_answers(
     make_engine: MakeEngine, script: Script, base_url: str
 ) -> None:
-    script.steps = [Slow(1.5, json.dumps({"action": "reject", "reasoning": "slow"}))]
+    held = Held(json.dumps({"action": "reject", "reasoning": "slow"}))
+    script.steps = [held]
     emb = ScriptedEmbedder()
     emb.place(BASE)
     emb.place(GRAY, like=BASE, cos=0.92)
-    settings = LLMSettings(provider=script.kind, model="m", base_url=base_url, timeout_s=5)
+    settings = LLMSettings(provider=script.kind, model="m", base_url=base_url, timeout_s=60)
     slow = make_engine(embedder=emb, llm=make_llm(settings))
     slow.add(BASE)
     other = make_engine(embedder=emb)  # a second connection to the same store
     done: list[Any] = []
     worker = threading.Thread(target=lambda: done.append(slow.add(GRAY)))
     worker.start()
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 30
     while not script.requests and time.monotonic() < deadline:  # the model has been asked
         time.sleep(0.01)
     assert script.requests
-    start = time.monotonic()
     other.add("Bob waters the plants on Fridays")
-    assert time.monotonic() - start < 1.0  # not queued behind the model's answer
-    worker.join(timeout=10)
+    # The model's answer is still held back: had this write queued behind the model call, it
+    # could only have finished after the server answered (ordering, not a wall-clock bound).
+    assert not held.answered.is_set()
+    held.release()
+    worker.join(timeout=60)
     assert done[0].decision is Decision.LLM_REJECT
     assert other.count() == 2
 
