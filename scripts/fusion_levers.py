@@ -1,39 +1,52 @@
 """Fusion levers on LoCoMo and BEAM (issue 26, item 2): does hybrid beat its best single leg?
 
     python scripts/fusion_levers.py ../shared/data/locomo/locomo_dev.json --tune 0,1,2,3 \
-        --check 4,5,6 --cache locomo.pkl
+        --check 4,5,6 --home locomo-store --cache locomo.pkl
     python scripts/fusion_levers.py ../beam/chats/100K -c 1,2,3,4,5,6,7,8,9,10 --tune 1,2,3,4,5 \
-        --check 6,7,8,9,10 --cache beam.pkl
+        --check 6,7,8,9,10 --home beam-store --cache beam.pkl
 
 Stores every memory once through the write path (LoCoMo: the observations; BEAM: every message
 as ``"<role>: <text>"``, as ``memlane replay`` does), then records per question the two ranked
 legs (top :data:`DEPTH`, with cosine and BM25 scores) and the cosine to every memory of its
 conversation. Fusion variants are computed from those in Python with the formula of
 :mod:`memlane.retrieval` (RRF, relevance floor, neighbour leg; tie-break left out), so each
-variant costs a second. Each recipe of :data:`memlane.retrieval.RECIPES` and ``LEVERS`` is also
-run through the real search on the same store (``real: <name>`` rows). Prints recall@10 of every
-variant on the tune and check conversations.
+variant costs a second; the loading, the neighbour leg, the floor and the scoring are
+``scripts/recall_levers.py``'s. Each recipe of :data:`memlane.retrieval.RECIPES` and ``LEVERS``
+is also run through the real search on the same store (``real: <name>`` rows). ``--home DIR``
+keeps the store: a later run with the same ``DIR`` skips the storing (the embeddings are the
+slow part) and only searches again. Prints recall@10 of every variant on the tune and check
+conversations.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import pickle
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
+from recall_levers import (
+    above_floor,
+    covered,
+    expand_neighbours,
+    recall,
+    record_memories,
+    sessions_of,
+)
 
 from memlane import MemoryEngine, Settings
 from memlane.engine import MemoryInput
 from memlane.eval.replay import BeamChat, load_conversations, select_conversations
-from memlane.eval.replay.locomo import normalise_evidence
+from memlane.eval.replay.run import _evidence
 from memlane.retrieval import LEVERS, RECIPES
+from memlane.store.text_index import K1, B, tokens
 from memlane.types import MemoryType
 
 DEPTH = 40
@@ -52,19 +65,20 @@ class Q:
     real: dict[str, list[str]] = field(default_factory=dict)
 
 
-def _inputs(conv: Any) -> list[list[MemoryInput]]:
+def _inputs(conv: Any, max_chars: int) -> list[list[MemoryInput]]:
     owner = conv.sample_id
     if isinstance(conv, BeamChat):
         return [
             [
                 MemoryInput(
-                    content=m.memory_text(),
+                    content=text,
                     type=MemoryType.OBSERVATION,
                     owner=owner,
                     session=f"{owner}:{number}",
                     metadata={"evidence": [str(m.id)], "role": m.role},
                 )
                 for m in messages
+                for text in m.memory_texts(max_chars)
             ]
             for number, messages in conv.batches
         ]
@@ -75,7 +89,7 @@ def _inputs(conv: Any) -> list[list[MemoryInput]]:
                 type=MemoryType.OBSERVATION,
                 owner=owner,
                 session=f"{owner}:{number}",
-                metadata={"evidence": list(o.evidence), "role": "user"},
+                metadata={"evidence": list(o.evidence), "speaker": o.speaker},
             )
             for o in conv.observations[number]
         ]
@@ -83,40 +97,20 @@ def _inputs(conv: Any) -> list[list[MemoryInput]]:
     ]
 
 
-def _evidence(value: object) -> list[str]:
-    if isinstance(value, list) and value and all(isinstance(v, str) and v.isdigit() for v in value):
-        return list(value)
-    return normalise_evidence(value)
-
-
-def collect(path: Path, chosen: str | None) -> tuple[list[Q], dict[str, Any]]:
+def collect(path: Path, chosen: str | None, home: Path | None) -> tuple[list[Q], dict[str, Any]]:
     convs = select_conversations(load_conversations(path), chosen)
     memories: dict[str, Any] = {}
     questions: list[Q] = []
-    with tempfile.TemporaryDirectory() as home:
-        engine = MemoryEngine.open(settings=Settings.load(home))
+    with tempfile.TemporaryDirectory() as tmp:
+        engine = MemoryEngine.open(settings=Settings.load(home or tmp))
         try:
             for conv in convs:
                 owner = conv.sample_id
-                for batch in _inputs(conv):
-                    if batch:
-                        engine.add_many(batch)
-                rows = engine.list(owner=owner, limit=100_000)
-                rows.sort(key=lambda m: (m.created_at, m.id))
-                position: dict[str, int] = {}
-                for m in rows:
-                    position[m.session or ""] = position.get(m.session or "", -1) + 1
-                    memories[m.id] = {
-                        "evidence": _evidence(m.metadata.get("evidence")),
-                        "session": m.session,
-                        "pos": position[m.session or ""],
-                        "role": m.metadata.get("role", "user"),
-                        "words": len(m.content.split()),
-                        "text": m.content,
-                    }
-                ids = [m.id for m in rows]
-                emb = engine.store.embeddings(owner, ids)
-                matrix = np.stack([emb[i] for i in ids])
+                if engine.count(owner) == 0:
+                    for batch in _inputs(conv, engine.settings.dedup.max_chars):
+                        if batch:
+                            engine.add_many(batch)
+                ids, matrix = record_memories(engine, owner, memories, _evidence)
                 for q in conv.questions:
                     real = {
                         name: [
@@ -142,13 +136,71 @@ def collect(path: Path, chosen: str | None) -> tuple[list[Q], dict[str, Any]]:
                             real,
                         )
                     )
-                print(f"collected {owner}: {len(rows)} memories", flush=True)
+                print(f"collected {owner}: {len(ids)} memories", flush=True)
         finally:
             engine.close()
     return questions, memories
 
 
+class Bm25:
+    """BM25 over one conversation's memories, the formula of :mod:`memlane.store.text_index`
+    (same tokens, ``k1``, ``b`` and IDF), with weighted query terms: for pseudo-relevance
+    feedback, whose expansion terms weigh less than the question's own."""
+
+    def __init__(self, ids: list[str], texts: list[str]) -> None:
+        self.ids = ids
+        self.tf = [Counter(tokens(t)) for t in texts]
+        self.length = [sum(c.values()) for c in self.tf]
+        self.avg = max(sum(self.length) / max(len(ids), 1), 1e-9)
+        df: Counter[str] = Counter()
+        for c in self.tf:
+            df.update(c.keys())
+        n = len(ids)
+        self.idf = {t: math.log(1.0 + (n - d + 0.5) / (d + 0.5)) for t, d in df.items()}
+
+    def search(self, terms: dict[str, float], k: int) -> list[str]:
+        scores: dict[int, float] = {}
+        for term, weight in terms.items():
+            idf = self.idf.get(term)
+            if idf is None:
+                continue
+            for i, c in enumerate(self.tf):
+                tf = c.get(term)
+                if tf:
+                    norm = K1 * (1.0 - B + B * self.length[i] / self.avg)
+                    scores[i] = scores.get(i, 0.0) + weight * idf * (K1 + 1) * tf / (tf + norm)
+        order = sorted(scores, key=lambda i: -scores[i])[:k]
+        return [self.ids[i] for i in order]
+
+    def expanded(self, text: str, feedback: list[str], terms: int, beta: float) -> dict[str, float]:
+        """The question's terms (weight 1) and the ``terms`` best terms of the ``feedback``
+        memories by summed tf x idf (weight ``beta``): RM3-like feedback, unnormalised."""
+        query = dict.fromkeys(tokens(text), 1.0)
+        pool: Counter[str] = Counter()
+        at = {mid: i for i, mid in enumerate(self.ids)}
+        for mid in feedback:
+            c = self.tf[at[mid]]
+            for term, tf in c.items():
+                if term not in query:
+                    pool[term] += tf / max(self.length[at[mid]], 1) * self.idf[term]
+        for term, _ in pool.most_common(terms):
+            query[term] = beta
+        return query
+
+
 Weights = Callable[[Q, dict[str, Any]], tuple[float, float]]
+_CTX: dict[str, Any] = {}  # conversation -> Bm25, built once (main)
+
+
+def entities(text: str) -> set[str]:
+    """Capitalised words of ``text`` past its first word (names, products, places), as index
+    terms; the entity leg matches them against a memory's terms and its speaker."""
+    out: set[str] = set()
+    for word in text.replace("?", " ").split()[1:]:
+        w = word.strip(".,;:!\"'()[]")
+        if w[:1].isupper() and w.lower() not in ("i", "i'm", "i've", "i'd", "i'll"):
+            out.update(tokens(w))
+    return out
 
 
 def fuse(
@@ -165,8 +217,12 @@ def fuse(
     fts_floor_rel: float = 0.0,
     long_fts: float = 1.0,
     long_words: int = 150,
+    role_fts: float = 1.0,
+    role_vec: float = 1.0,
     fts_cos_power: float = 0.0,
     vec_cos_power: float = 0.0,
+    entity: float = 0.0,
+    prf: tuple[int, int, float] | None = None,
     expand: int = 3,
     expand_weight: float = 0.47,
     limit: int = 10,
@@ -176,37 +232,31 @@ def fuse(
     best = max((c for _, c in q.vector), default=0.0)
     for rank, (mid, _) in enumerate(q.vector[:cand], start=1):
         rel = max(q.cosine[mid], 0.0) / best if best > 0 else 0.0
-        scores[mid] = scores.get(mid, 0.0) + wv * rel**vec_cos_power / (k + rank)
-    fts = [m for m, _ in q.fts if q.cosine[m] >= best * fts_floor_rel]
+        w = wv * (role_vec if memories[mid]["role"] == "assistant" else 1.0)
+        scores[mid] = scores.get(mid, 0.0) + w * rel**vec_cos_power / (k + rank)
+    fts_ids = [m for m, _ in q.fts]
+    if prf is not None:
+        bm25 = _CTX[q.conv]
+        fb, n_terms, beta = prf
+        fts_ids = bm25.search(bm25.expanded(q.text, fts_ids[:fb], n_terms, beta), DEPTH)
+    fts = [m for m in fts_ids if q.cosine[m] >= best * fts_floor_rel]
     for rank, mid in enumerate(fts[: cand_fts or cand], start=1):
         w = wf * (long_fts if memories[mid]["words"] > long_words else 1.0)
+        w *= role_fts if memories[mid]["role"] == "assistant" else 1.0
         if fts_cos_power and best > 0:
             w *= (max(q.cosine[mid], 0.0) / best) ** fts_cos_power
         scores[mid] = scores.get(mid, 0.0) + w / (k + rank)
-    if expand and expand_weight > 0:
-        seeds = sorted(scores, key=scores.__getitem__, reverse=True)[:expand]
-        extra: dict[str, float] = {}
-        for s in seeds:
-            m = memories[s]
-            row = by_session[m["session"]]
-            for p in (m["pos"] - 1, m["pos"] + 1):
-                if 0 <= p < len(row) and row[p] not in scores:
-                    extra[row[p]] = max(extra.get(row[p], 0.0), expand_weight * scores[s])
-        scores.update(extra)
-    floor = max(best * floor_rel, floor_abs)
-    kept = [m for m in scores if q.cosine[m] >= floor]
-    kept.sort(key=scores.__getitem__, reverse=True)
-    return kept[:limit]
-
-
-def recall(questions: Iterable[Q], memories: dict[str, Any], by_session: Any, **v: Any) -> float:
-    values = []
-    for q in questions:
-        covered: set[str] = set()
-        for mid in fuse(q, memories, by_session, **v):
-            covered |= q.wanted.intersection(memories[mid]["evidence"])
-        values.append(len(covered) / len(q.wanted))
-    return sum(values) / len(values) if values else 0.0
+    if entity > 0:
+        wanted = entities(q.text)
+        if wanted:  # memories naming most of the question's names, then by cosine
+            ranked = sorted(
+                (m for m in q.cosine if wanted & memories[m]["names"]),
+                key=lambda m: (-len(wanted & memories[m]["names"]), -q.cosine[m]),
+            )
+            for rank, mid in enumerate(ranked[:cand], start=1):
+                scores[mid] = scores.get(mid, 0.0) + entity / (k + rank)
+    expand_neighbours(scores, memories, by_session, expand, expand_weight)
+    return above_floor(scores, q.cosine, best, floor_rel, floor_abs, limit)
 
 
 def agreement(a: float, b: float) -> Weights:
@@ -234,6 +284,18 @@ def gap(scale: float) -> Weights:
     return w
 
 
+def cos_gap(scale: float) -> Weights:
+    """vector weight from the cosine gap between its 1st and 10th hit (a confident dense leg
+    weighs more), fts 1."""
+
+    def w(q: Q, memories: dict[str, Any]) -> tuple[float, float]:
+        if len(q.vector) < 10:
+            return 1.0, 1.0
+        return 1.0 + scale * (q.vector[0][1] - q.vector[9][1]), 1.0
+
+    return w
+
+
 OFF = {"floor_rel": 0.0, "floor_abs": -1.0, "expand": 0}
 VARIANTS: dict[str, dict[str, Any]] = {
     "defaults (RRF k 60, 10 + 10, neighbours)": {},
@@ -241,34 +303,27 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "fts leg alone": {"weights": lambda q, m: (0.0, 1.0), **OFF},
     "no neighbour leg": {"expand": 0},
     "fts candidates 5": {"cand_fts": 5},
-    "fts candidates 7": {"cand_fts": 7},
-    "fts weight 0.8": {"weights": lambda q, m: (1.0, 0.8)},
     "fts weight 0.9": {"weights": lambda q, m: (1.0, 0.9)},
     "fts hits need cosine >= 0.7 x best": {"fts_floor_rel": 0.7},
     "fts hits need cosine >= 0.8 x best": {"fts_floor_rel": 0.8},
-    "fts hits need cosine >= 0.85 x best": {"fts_floor_rel": 0.85},
-    "fts hits need cosine >= 0.9 x best": {"fts_floor_rel": 0.9},
-    "long memories (> 150 words) fts x 0.5": {"long_fts": 0.5},
-    "long memories (> 150 words) fts x 0": {"long_fts": 0.0},
-    "agreement: fts 0.6 + 0.8 x overlap": {"weights": agreement(0.6, 0.8)},
-    "agreement: fts 0.8 + 0.4 x overlap": {"weights": agreement(0.8, 0.4)},
-    "agreement: fts 0.7 + 1.0 x overlap": {"weights": agreement(0.7, 1.0)},
-    "score gap: fts min(1, 2 x gap)": {"weights": gap(2.0)},
-    "score gap: fts min(1, 3 x gap)": {"weights": gap(3.0)},
-    "fts cos 0.8 + fts cands 7": {"fts_floor_rel": 0.8, "cand_fts": 7},
-    "fts cos 0.8 + long x 0.5": {"fts_floor_rel": 0.8, "long_fts": 0.5},
-    "fts cos 0.8 + agreement 0.8 + 0.4": {"fts_floor_rel": 0.8, "weights": agreement(0.8, 0.4)},
-    **{f"fts per hit x (cos / best)^{p}": {"fts_cos_power": p} for p in (1, 2, 4, 8)},
     **{
-        f"both legs per hit x (cos / best)^{p}": {"fts_cos_power": p, "vec_cos_power": p}
-        for p in (1, 2, 4)
+        f"long memories (> {n} words) fts x {x}": {"long_fts": x, "long_words": n}
+        for n in (100, 150, 300)
+        for x in (0.0, 0.5, 0.8)
     },
-    "fts cands 7 + fts (cos / best)^2": {"cand_fts": 7, "fts_cos_power": 2},
-    "fts cands 7 + fts cos >= 0.7": {"cand_fts": 7, "fts_floor_rel": 0.7},
-    "fts cands 5 + fts cos >= 0.7": {"cand_fts": 5, "fts_floor_rel": 0.7},
-    "candidates 15 + fts (cos / best)^4": {"cand": 15, "fts_cos_power": 4},
-    "candidates 20 + fts (cos / best)^4": {"cand": 20, "fts_cos_power": 4},
-    "candidates 20 + both (cos / best)^4": {"cand": 20, "fts_cos_power": 4, "vec_cos_power": 4},
+    **{f"assistant memories fts x {x}": {"role_fts": x} for x in (0.0, 0.5, 0.8)},
+    **{f"assistant memories both legs x {x}": {"role_fts": x, "role_vec": x} for x in (0.5, 0.8)},
+    "agreement: fts 0.8 + 0.4 x overlap": {"weights": agreement(0.8, 0.4)},
+    "score gap: fts min(1, 2 x gap)": {"weights": gap(2.0)},
+    **{f"cosine gap: vector 1 + {s} x gap": {"weights": cos_gap(s)} for s in (1.0, 3.0)},
+    **{f"entity leg, weight {w}": {"entity": w} for w in (0.25, 0.5, 1.0)},
+    **{
+        f"fts = BM25 + PRF (top {fb}, {n} terms, beta {b})": {"prf": (fb, n, b)}
+        for fb in (3, 5)
+        for n in (5, 10)
+        for b in (0.3, 0.5)
+    },
+    "fts = BM25 + PRF (top 0): the sim's own BM25": {"prf": (0, 0, 0.0)},
 }
 
 
@@ -279,50 +334,50 @@ def main() -> None:
     parser.add_argument("--tune", required=True, help="sample ids (LoCoMo: indexes) to tune on")
     parser.add_argument("--check", required=True)
     parser.add_argument("--cache", type=Path)
+    parser.add_argument("--home", type=Path, help="keep the store here (reused when it exists)")
+    parser.add_argument("--only", default="", help="run only variants whose name has this")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     started = time.perf_counter()
     if args.cache and args.cache.is_file():
         questions, memories = pickle.loads(args.cache.read_bytes())
     else:
-        questions, memories = collect(args.path, args.conversations)
+        questions, memories = collect(args.path, args.conversations, args.home)
         if args.cache:
             args.cache.write_bytes(pickle.dumps((questions, memories)))
     convs = list(dict.fromkeys(q.conv for q in questions))
 
     def pick(spec: str) -> set[str]:
-        out = set()
-        for part in spec.split(","):
-            out.add(part if part in convs else convs[int(part)])
-        return out
+        return {part if part in convs else convs[int(part)] for part in spec.split(",")}
 
     tune, check = pick(args.tune), pick(args.check)
-    by_session: dict[str, list[str]] = {}
-    for mid, m in sorted(memories.items(), key=lambda kv: (kv[1]["session"], kv[1]["pos"])):
-        by_session.setdefault(m["session"], []).append(mid)
-    rows = []
-    for name in questions[0].real if questions else []:
+    by_session = sessions_of(memories)
+    for m in memories.values():
+        m["names"] = set(tokens(m["text"])) | set(tokens(str(m.get("speaker", ""))))
+    for conv in convs:
+        ids = sorted({mid for q in questions if q.conv == conv for mid in q.cosine})
+        _CTX[conv] = Bm25(ids, [memories[mid]["text"] for mid in ids])
 
-        def real_recall(qs: Iterable[Q], name: str = name) -> float:
-            values = []
-            for q in qs:
-                covered: set[str] = set()
-                for mid in q.real[name]:
-                    covered |= q.wanted.intersection(memories[mid]["evidence"])
-                values.append(len(covered) / len(q.wanted))
-            return sum(values) / len(values) if values else 0.0
-
-        r_t = real_recall(q for q in questions if q.conv in tune)
-        r_c = real_recall(q for q in questions if q.conv in check)
-        r_a = real_recall(questions)
-        rows.append({"variant": f"real: {name}", "tune": r_t, "check": r_c, "all": r_a})
-        print(f"real {name:<37} tune {r_t:.4f}  check {r_c:.4f}  all {r_a:.4f}", flush=True)
-    for name, v in VARIANTS.items():
-        r_t = recall([q for q in questions if q.conv in tune], memories, by_session, **v)
-        r_c = recall([q for q in questions if q.conv in check], memories, by_session, **v)
-        r_a = recall(questions, memories, by_session, **v)
+    def row(name: str, score: Callable[[Iterable[Q]], float]) -> None:
+        r_t = score(q for q in questions if q.conv in tune)
+        r_c = score(q for q in questions if q.conv in check)
+        r_a = score(questions)
         rows.append({"variant": name, "tune": r_t, "check": r_c, "all": r_a})
-        print(f"{name:<42} tune {r_t:.4f}  check {r_c:.4f}  all {r_a:.4f}", flush=True)
+        print(f"{name:<48} tune {r_t:.4f}  check {r_c:.4f}  all {r_a:.4f}", flush=True)
+
+    def mean(values: list[float]) -> float:
+        return sum(values) / len(values) if values else 0.0
+
+    rows: list[dict[str, Any]] = []
+    for name in questions[0].real if questions else []:
+        row(
+            f"real: {name}",
+            lambda qs, n=name: mean([covered(q.wanted, q.real[n], memories) for q in qs]),
+        )
+    for name, v in VARIANTS.items():
+        if args.only and args.only not in name:
+            continue
+        row(name, lambda qs, v=v: recall(qs, memories, by_session, fuse, **v))
     print(json.dumps({"questions": len(questions), "seconds": time.perf_counter() - started}))
     if args.out:
         args.out.write_text(json.dumps(rows, indent=1))

@@ -20,7 +20,7 @@ import pickle
 import re
 import tempfile
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -44,6 +44,90 @@ class Question:
     fts: list[str]
     cosine: dict[str, float]  # to every memory of the conversation
     text: str = ""
+
+
+def record_memories(
+    engine: MemoryEngine,
+    owner: str,
+    memories: dict[str, Any],
+    evidence: Callable[[object], list[str]] = normalise_evidence,
+) -> tuple[list[str], np.ndarray]:
+    """Record ``owner``'s active memories in ``memories`` (id -> evidence ids, session, position
+    in its session, creation time, text, role, words), in creation order; returns their ids and
+    their embeddings as a matrix (one row per id), for the cosine of a question to every memory."""
+    rows = engine.list(owner=owner, limit=100_000)
+    rows.sort(key=lambda m: (m.created_at, m.id))
+    position: dict[str, int] = {}
+    for m in rows:
+        position[m.session or ""] = position.get(m.session or "", -1) + 1
+        memories[m.id] = {
+            "evidence": evidence(m.metadata.get("evidence")),
+            "session": m.session,
+            "pos": position[m.session or ""],
+            "created": m.created_at.isoformat(),
+            "role": m.metadata.get("role", "user"),
+            "words": len(m.content.split()),
+            "text": m.content,
+        }
+    ids = [m.id for m in rows]
+    emb = engine.store.embeddings(owner, ids)
+    return ids, np.stack([emb[i] for i in ids])
+
+
+def sessions_of(memories: dict[str, Any]) -> dict[str, list[str]]:
+    """Session -> its memory ids in the order they were written (the neighbour leg's rows)."""
+    by_session: dict[str, list[str]] = {}
+    for mid, m in sorted(memories.items(), key=lambda kv: (kv[1]["session"], kv[1]["pos"])):
+        by_session.setdefault(m["session"], []).append(mid)
+    return by_session
+
+
+def expand_neighbours(
+    scores: dict[str, float],
+    memories: dict[str, Any],
+    by_session: dict[str, list[str]],
+    seeds: int,
+    weight: float,
+    window: int = 1,
+) -> None:
+    """The neighbour leg of :mod:`memlane.retrieval`, in place: the memories within ``window``
+    of each of the top ``seeds`` fused hits in its session, not yet candidates, scored
+    ``weight`` times that hit's score (the best seed's)."""
+    if not seeds or weight <= 0:
+        return
+    extra: dict[str, float] = {}
+    for s in sorted(scores, key=scores.__getitem__, reverse=True)[:seeds]:
+        m = memories[s]
+        row = by_session[m["session"]]
+        for d in range(1, window + 1):
+            for p in (m["pos"] - d, m["pos"] + d):
+                if 0 <= p < len(row) and row[p] not in scores:
+                    extra[row[p]] = max(extra.get(row[p], 0.0), weight * scores[s])
+    scores.update(extra)
+
+
+def above_floor(
+    scores: dict[str, float],
+    cosine: dict[str, float],
+    best: float,
+    floor_rel: float,
+    floor_abs: float,
+    limit: int,
+) -> list[str]:
+    """The relevance floor (``max(best * floor_rel, floor_abs)`` on cosine), then the top
+    ``limit`` ids by fused score (ties kept in candidate order)."""
+    floor = max(best * floor_rel, floor_abs)
+    kept = [m for m in scores if cosine[m] >= floor]
+    kept.sort(key=scores.__getitem__, reverse=True)
+    return kept[:limit]
+
+
+def covered(wanted: set[str], ids: Iterable[str], memories: dict[str, Any]) -> float:
+    """Evidence recall of one question: the share of ``wanted`` cited by the memories ``ids``."""
+    found: set[str] = set()
+    for mid in ids:
+        found |= wanted.intersection(memories[mid]["evidence"])
+    return len(found) / len(wanted)
 
 
 #: Retrieval settings measured through the real search (graph leg included) with --real.
@@ -75,12 +159,12 @@ def real_recall(engine: MemoryEngine, convs: list[Any], tune: set[int]) -> list[
                 t0 = time.perf_counter()
                 hits = retriever.search(q.text, owner=conv.sample_id, limit=10, record_access=False)
                 ms.append((time.perf_counter() - t0) * 1000)
-                covered: set[str] = set()
+                found: set[str] = set()
                 for h in hits:
-                    covered |= set(q.evidence) & set(
+                    found |= set(q.evidence) & set(
                         normalise_evidence(h.memory.metadata.get("evidence"))
                     )
-                split["tune" if n in tune else "check"].append(len(covered) / len(q.evidence))
+                split["tune" if n in tune else "check"].append(len(found) / len(q.evidence))
         ms.sort()
         row = {
             "variant": name,
@@ -126,21 +210,7 @@ def collect(
                     ]
                     if items:
                         engine.add_many(items)
-                rows = engine.list(owner=owner, limit=100_000)
-                rows.sort(key=lambda m: (m.created_at, m.id))
-                position: dict[str, int] = {}
-                for m in rows:
-                    position[m.session or ""] = position.get(m.session or "", -1) + 1
-                    memories[m.id] = {
-                        "evidence": normalise_evidence(m.metadata.get("evidence")),
-                        "session": m.session,
-                        "pos": position[m.session or ""],
-                        "created": m.created_at.isoformat(),
-                        "text": m.content,
-                    }
-                ids = [m.id for m in rows]
-                emb = engine.store.embeddings(owner, ids)
-                matrix = np.stack([emb[i] for i in ids])
+                ids, matrix = record_memories(engine, owner, memories)
                 for q in conv.questions:
                     t0 = time.perf_counter()
                     qvec = engine.embed_query(q.text)
@@ -199,22 +269,9 @@ def fuse(
         timed = [m for m, _ in q.vector[:time_depth] if TIME_EXPRESSION.search(memories[m]["text"])]
         for rank, mid in enumerate(timed[:cand], start=1):
             scores[mid] = scores.get(mid, 0.0) + time_weight / (k + rank)
-    if expand and expand_weight > 0:
-        seeds = sorted(scores, key=scores.__getitem__, reverse=True)[:expand]
-        extra: dict[str, float] = {}
-        for s in seeds:
-            m = memories[s]
-            row = by_session[m["session"]]
-            for d in range(1, expand_window + 1):
-                for p in (m["pos"] - d, m["pos"] + d):
-                    if 0 <= p < len(row) and row[p] not in scores:
-                        extra[row[p]] = max(extra.get(row[p], 0.0), expand_weight * scores[s])
-        scores.update(extra)
+    expand_neighbours(scores, memories, by_session, expand, expand_weight, expand_window)
     best = max((c for _, c in q.vector), default=0.0)
-    floor = max(best * floor_rel, floor_abs)
-    kept = [m for m in scores if cosine[m] >= floor]
-    kept.sort(key=scores.__getitem__, reverse=True)
-    return kept[:limit]
+    return above_floor(scores, cosine, best, floor_rel, floor_abs, limit)
 
 
 #: A question about time: when, how long, which year/month/day/date, how many years/days ...
@@ -236,17 +293,17 @@ TIME_EXPRESSION = re.compile(
 
 
 def recall(
-    questions: Iterable[Question],
+    questions: Iterable[Any],
     memories: dict[str, Any],
     by_session: dict[str, list[str]],
+    fuse: Callable[..., list[str]] = fuse,
     **variant: Any,
 ) -> float:
-    values = []
-    for q in questions:
-        covered: set[str] = set()
-        for mid in fuse(q, memories, by_session, **variant):
-            covered |= q.wanted.intersection(memories[mid]["evidence"])
-        values.append(len(covered) / len(q.wanted))
+    """Mean evidence recall of ``fuse``'s top ids (one variant's keyword arguments) over the
+    questions (anything with ``wanted``: this script's and fusion_levers.py's)."""
+    values = [
+        covered(q.wanted, fuse(q, memories, by_session, **variant), memories) for q in questions
+    ]
     return sum(values) / len(values) if values else 0.0
 
 
@@ -315,9 +372,7 @@ def main() -> None:
         )
         if args.cache:
             args.cache.write_bytes(pickle.dumps((questions, memories, query_ms)))
-    by_session: dict[str, list[str]] = {}
-    for mid, m in sorted(memories.items(), key=lambda kv: (kv[1]["session"], kv[1]["pos"])):
-        by_session.setdefault(m["session"], []).append(mid)
+    by_session = sessions_of(memories)
     tune = {int(x) for x in args.tune.split(",")}
     check = {int(x) for x in args.check.split(",")}
     base: dict[str, Any] = {}

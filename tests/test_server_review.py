@@ -104,3 +104,32 @@ def test_learn_without_an_llm_names_the_setting(client: TestClient) -> None:
     resp = client.post("/v1/learn", json={"messages": [{"role": "user", "content": "hi there"}]})
     assert resp.status_code == 422 and "llm.provider" in resp.json()["detail"]
     assert client.get("/v1/stats").json()["llm"]["provider"] == "none"
+
+
+def test_a_reverse_that_writes_nothing_is_a_409_naming_the_live_memory(
+    client: TestClient,
+) -> None:
+    """As ``memlane review reverse`` exits 1: when a live memory already holds the text to
+    restore, the answer is a 409 problem whose detail names that memory, and nothing changes."""
+    (added,) = client.post("/v1/memories", json={"memory": {"content": BASE}}).json()["results"]
+    first = added["memory"]
+    (rejected,) = client.post("/v1/memories", json={"memory": {"content": SPACED}}).json()[
+        "results"
+    ]
+    assert rejected["decision"] == "auto_reject", rejected
+    (row,) = client.get("/v1/dedup-log/unreviewed").json()
+    # someone gives the kept memory that very text meanwhile
+    edited = client.patch(f"/v1/memories/{first['id']}", json={"content": SPACED})
+    assert edited.status_code == 200, edited.text
+    before = (client.get("/v1/memories").json(), client.get("/v1/dedup-log").json())
+    answer = client.post(f"/v1/dedup-log/{row['id']}/reverse")
+    assert answer.status_code == 409 and answer.headers["content-type"] == PROBLEM
+    problem = answer.json()
+    assert problem["title"] == "Conflict" and problem["status"] == 409
+    assert f"entry {row['id']} not reversed" in problem["detail"]
+    assert first["id"] in problem["detail"] and "nothing written" in problem["detail"]
+    assert (client.get("/v1/memories").json(), client.get("/v1/dedup-log").json()) == before
+    assert [r["id"] for r in client.get("/v1/dedup-log/unreviewed").json()] == [row["id"]]
+    # the OpenAPI document says so: a 409 problem+json on the reverse route
+    op = client.get("/openapi.json").json()["paths"]["/v1/dedup-log/{entry_id}/reverse"]["post"]
+    assert list(op["responses"]["409"]["content"]) == [PROBLEM]

@@ -4,7 +4,9 @@ schema) with the statuses each operation can give, and the bearer security schem
 
 FastAPI's generated document says a 422 is ``application/json`` with a list ``detail``
 (``HTTPValidationError``) and omits 401, 403, 404, 413, 421 and 503; :func:`truthful` rewrites
-it from the routes' own shape (a body: 413; a path parameter or an owner: 404; a write: 403).
+it from the routes' own shape (a body: 413; a path parameter or an owner: 404; a write: 403);
+an error status a route declares itself (``responses={409: {"description": ...}}``) becomes a
+problem+json response with that description.
 """
 
 from __future__ import annotations
@@ -65,6 +67,9 @@ def truthful(
                 op["security"] = [{}]
                 continue
             op["security"] = [{"bearer": []}, {}]
+            for status, declared in list(responses.items()):  # a route's own error statuses
+                if status.startswith(("4", "5")) and "content" not in declared:
+                    responses[status] = _problem(declared.get("description", ""))
             for status, text in _ALWAYS:
                 headers = None
                 if status == "503":
