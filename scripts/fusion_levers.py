@@ -156,6 +156,7 @@ class Bm25:
         for c in self.tf:
             df.update(c.keys())
         n = len(ids)
+        self.share = {t: d / max(n, 1) for t, d in df.items()}
         self.idf = {t: math.log(1.0 + (n - d + 0.5) / (d + 0.5)) for t, d in df.items()}
 
     def search(self, terms: dict[str, float], k: int) -> list[str]:
@@ -216,16 +217,19 @@ def fuse(
     floor_abs: float = 0.1,
     fts_floor_rel: float = 0.0,
     long_fts: float = 1.0,
+    long_vec: float = 1.0,
     long_words: int = 150,
     role_fts: float = 1.0,
     role_vec: float = 1.0,
     fts_cos_power: float = 0.0,
     vec_cos_power: float = 0.0,
     entity: float = 0.0,
+    entity_share: float = 1.0,
     prf: tuple[int, int, float] | None = None,
     expand: int = 3,
     expand_weight: float = 0.47,
     limit: int = 10,
+    newer_first: bool = False,
 ) -> list[str]:
     wv, wf = weights(q, memories) if weights else (1.0, 1.0)
     scores: dict[str, float] = {}
@@ -233,6 +237,7 @@ def fuse(
     for rank, (mid, _) in enumerate(q.vector[:cand], start=1):
         rel = max(q.cosine[mid], 0.0) / best if best > 0 else 0.0
         w = wv * (role_vec if memories[mid]["role"] == "assistant" else 1.0)
+        w *= long_vec if memories[mid]["words"] > long_words else 1.0
         scores[mid] = scores.get(mid, 0.0) + w * rel**vec_cos_power / (k + rank)
     fts_ids = [m for m, _ in q.fts]
     if prf is not None:
@@ -247,7 +252,8 @@ def fuse(
             w *= (max(q.cosine[mid], 0.0) / best) ** fts_cos_power
         scores[mid] = scores.get(mid, 0.0) + w / (k + rank)
     if entity > 0:
-        wanted = entities(q.text)
+        share = _CTX[q.conv].share
+        wanted = {e for e in entities(q.text) if share.get(e, 1.0) <= entity_share}
         if wanted:  # memories naming most of the question's names, then by cosine
             ranked = sorted(
                 (m for m in q.cosine if wanted & memories[m]["names"]),
@@ -255,6 +261,8 @@ def fuse(
             )
             for rank, mid in enumerate(ranked[:cand], start=1):
                 scores[mid] = scores.get(mid, 0.0) + entity / (k + rank)
+    if newer_first:  # the real search's tie-break: of equal fused scores, the newer memory
+        scores = {m: scores[m] for m in sorted(scores, key=lambda m: memories[m]["created"])[::-1]}
     expand_neighbours(scores, memories, by_session, expand, expand_weight)
     return above_floor(scores, q.cosine, best, floor_rel, floor_abs, limit)
 
@@ -313,10 +321,60 @@ VARIANTS: dict[str, dict[str, Any]] = {
     },
     **{f"assistant memories fts x {x}": {"role_fts": x} for x in (0.0, 0.5, 0.8)},
     **{f"assistant memories both legs x {x}": {"role_fts": x, "role_vec": x} for x in (0.5, 0.8)},
+    "ties to the newer memory (as the real search)": {"newer_first": True},
+    **{
+        f"assistant memories both legs x {x}, ties to the newer": {
+            "role_fts": x,
+            "role_vec": x,
+            "newer_first": True,
+        }
+        for x in (0.5, 0.9)
+    },
+    **{f"assistant memories both legs x {x}": {"role_fts": x, "role_vec": x} for x in (0.3, 0.9)},
+    "assistant both legs x 0.5 + long (> 300 words) fts x 0.5": {
+        "role_fts": 0.5,
+        "role_vec": 0.5,
+        "long_fts": 0.5,
+        "long_words": 300,
+    },
+    **{
+        f"long memories (> {n} words) both legs x 0.5": {
+            "long_fts": 0.5,
+            "long_vec": 0.5,
+            "long_words": n,
+        }
+        for n in (200, 300, 500)
+    },
+    **{
+        f"long memories (> {n} words) both legs x {x}, ties to the newer": {
+            "long_fts": x,
+            "long_vec": x,
+            "long_words": n,
+            "newer_first": True,
+        }
+        for n in (200, 300, 400)
+        for x in (0.5, 0.9)
+    },
+    "assistant or long (> 300 words) both legs x 0.5, ties to the newer": {
+        "role_fts": 0.5,
+        "role_vec": 0.5,
+        "long_fts": 0.5,
+        "long_vec": 0.5,
+        "long_words": 300,
+        "newer_first": True,
+    },
     "agreement: fts 0.8 + 0.4 x overlap": {"weights": agreement(0.8, 0.4)},
     "score gap: fts min(1, 2 x gap)": {"weights": gap(2.0)},
     **{f"cosine gap: vector 1 + {s} x gap": {"weights": cos_gap(s)} for s in (1.0, 3.0)},
     **{f"entity leg, weight {w}": {"entity": w} for w in (0.25, 0.5, 1.0)},
+    **{
+        f"entity leg, names in <= {int(x * 100)}% of memories, weight {w}": {
+            "entity": w,
+            "entity_share": x,
+        }
+        for x in (0.02, 0.05, 0.1)
+        for w in (0.5, 1.0)
+    },
     **{
         f"fts = BM25 + PRF (top {fb}, {n} terms, beta {b})": {"prf": (fb, n, b)}
         for fb in (3, 5)

@@ -330,3 +330,32 @@ def test_fts_candidates_and_floor_are_levers(make_engine: MakeEngine) -> None:
     plain = build()
     lever = plain.retriever.search(QUERY, mode=LEVERS["fts-cos-0.9"], record_access=False)
     assert all("fts" not in h.ranks for h in lever if h.memory.content == BASEMENT)
+
+
+def test_a_long_memory_weighs_less_in_the_fusion(make_engine: MakeEngine) -> None:
+    """A memory of more than ``long_words`` words (a long assistant answer that contains the
+    question's words many times) weighs ``long_weight`` in the fused score: the short statement
+    the question is about comes first; a leg alone (the baselines) is not weighed."""
+    from memlane.retrieval import LEVERS
+
+    answer = "assistant: " + " ".join(["dark mode editor preference"] * 80)  # 321 words
+
+    def build(**retrieval: float) -> MemoryEngine:
+        engine = make_engine(retrieval={"floor_relative": 0.0, "floor_absolute": -1.0, **retrieval})
+        for text in (answer, DARK, BASEMENT, TEA):
+            engine.add(text)
+        return engine
+
+    off = build(long_weight=1.0)
+    assert contents(off.search(QUERY))[:2] == [answer, DARK]  # first in both legs: it wins
+    engine = build()  # the defaults: long_words 300, long_weight 0.5
+    hits = engine.search(QUERY)
+    assert contents(hits)[0] == DARK and answer in contents(hits)  # demoted, not dropped
+    by_text = {h.memory.content: h for h in hits}
+    assert by_text[answer].ranks == {"vector": 1, "fts": 1}  # ranked as before, weighed half
+    assert by_text[answer].score < by_text[DARK].score
+    assert contents(engine.search(QUERY, mode="vector"))[0] == answer  # the leg alone: as it is
+    assert contents(engine.search(QUERY, mode="fts"))[0] == answer
+    assert contents(build(long_words=400).search(QUERY))[0] == answer  # 321 words: not long
+    lever = engine.retriever.search(QUERY, mode=LEVERS["long-off"], record_access=False)
+    assert contents(lever)[0] == answer

@@ -218,6 +218,14 @@ class RetrievalSettings(_Section):
     #: the best cosine of the vector leg (0 = every hit): BM25 matches on words a long, generic
     #: text happens to contain (docs/replay.md, "Fusion levers").
     fts_floor_relative: float = Field(default=0.0, ge=0, le=1)
+    #: A memory of more than ``long_words`` words (0 = none) weighs ``long_weight`` in the fused
+    #: score of the ranked legs: it outruns the model's 256-token window (its vector reads only
+    #: its start) and its many words match any question (BM25). Long assistant answers stored
+    #: as memories were most of hybrid's misses on BEAM. BEAM 100K chats 1-5 / 6-10, recall@10:
+    #: off 0.575 / 0.564, on 0.622 / 0.588 (vector alone 0.577 / 0.569); LoCoMo unchanged (no
+    #: memory is that long). docs/replay.md, "Fusion levers".
+    long_words: int = Field(default=300, ge=0)
+    long_weight: float = Field(default=0.5, ge=0, le=1)
     #: Weights of the legs in the fused score.
     vector_weight: float = Field(default=1.0, ge=0)
     fts_weight: float = Field(default=1.0, ge=0)

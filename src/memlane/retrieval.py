@@ -12,6 +12,9 @@ Legs (each scoped to the owner, and to the agent plus shared memories when an ag
   same session, scored ``neighbour_weight`` times that hit's fused score (docs/replay.md, "The
   recall push").
 
+A memory longer than ``long_words`` words weighs ``long_weight`` in the fused score of the ranked
+legs (docs/replay.md, "Fusion levers": long assistant answers stored as memories).
+
 Retrieval is data: a :class:`Recipe` names the ranked legs, whether the neighbour and graph legs
 expand the fused list, the floor, and overrides of ``[retrieval]``; :data:`RECIPES` holds the
 search modes. Each leg is one small function (``_vector_leg``, ``_fts_leg``, ``_expired_leg``,
@@ -123,6 +126,8 @@ class Recipe:
     expand: bool = True
     floor: bool = True
     settings: Mapping[str, Any] = field(default_factory=dict)
+    #: Whether long memories weigh ``long_weight`` (``long_words``); off for a leg alone.
+    lengths: bool = True
 
     def retrieval(self, cfg: RetrievalSettings) -> RetrievalSettings:
         """``cfg`` with this recipe's overrides."""
@@ -147,6 +152,10 @@ LEVERS: dict[str, Recipe] = {
         _lever("fts-7-cos-0.7", fts_candidates=7, fts_floor_relative=0.7),
         _lever("fts-7-cos-0.8", fts_candidates=7, fts_floor_relative=0.8),
         _lever("fts-5-cos-0.8", fts_candidates=5, fts_floor_relative=0.8),
+        _lever("long-off", long_weight=1.0),
+        _lever("long-200", long_words=200),
+        _lever("long-400", long_words=400),
+        _lever("long-300-x0.9", long_weight=0.9),
     )
 }
 
@@ -154,8 +163,8 @@ LEVERS: dict[str, Recipe] = {
 #: the neighbour and graph legs), and each ranked leg alone (the baselines).
 RECIPES: dict[str, Recipe] = {
     "hybrid": Recipe("hybrid", ("vector", "fts")),
-    "vector": Recipe("vector", ("vector",), expand=False),
-    "fts": Recipe("fts", ("fts",), expand=False, floor=False),
+    "vector": Recipe("vector", ("vector",), expand=False, lengths=False),
+    "fts": Recipe("fts", ("fts",), expand=False, floor=False, lengths=False),
 }
 
 
@@ -284,7 +293,11 @@ def _search(
         return []
 
     weights = _weights(cfg)
-    scores = {mid: _rrf(r, weights, cfg.rrf_k) for mid, r in ranks.items()}
+    known: dict[str, Memory] = {}  # candidates read early (their length), not read again
+    factor: dict[str, float] = {}
+    if recipe.lengths and cfg.long_words and cfg.long_weight < 1:
+        known, factor = _long_memories(q, list(ranks))
+    scores = {mid: _rrf(r, weights, cfg.rrf_k) * factor.get(mid, 1.0) for mid, r in ranks.items()}
     nearby: dict[str, float] = {}
     if recipe.expand and cfg.neighbour_seeds and cfg.neighbour_weight > 0:
         nearby = _neighbours_in_time(store, owner, scores, cfg)
@@ -295,13 +308,14 @@ def _search(
         graph = _graph_leg(q, scores)
         for rank, mid in enumerate(_by_score(graph), start=1):
             ranks.setdefault(mid, {})["graph"] = rank
-            scores[mid] = _rrf(ranks[mid], weights, cfg.rrf_k) + nearby.get(mid, 0.0)
+            fused = _rrf(ranks[mid], weights, cfg.rrf_k) * factor.get(mid, 1.0)
+            scores[mid] = fused + nearby.get(mid, 0.0)
 
     missing = [mid for mid in ranks if mid not in cosine]
     if missing:
         cosine.update(store.cosines(owner, missing, q.qvec))
     allowed = (Status.ACTIVE, Status.SUPERSEDED) if include_inactive else (Status.ACTIVE,)
-    hits = _read_hits(q, ranks, scores, cosine, limit, recipe.floor, allowed)
+    hits = _read_hits(q, ranks, scores, cosine, limit, recipe.floor, allowed, known)
     if record_access and hits:
         store.record_access(owner, [h.memory.id for h in hits])
     return hits
@@ -315,9 +329,10 @@ def _read_hits(
     limit: int,
     floor_on: bool,
     allowed: tuple[Status, ...],
+    known: Mapping[str, Memory],
 ) -> list[SearchHit]:
-    """The top ``limit`` hits: the relevance floor, then memories read best fused score first,
-    the importance/recency tie-break added."""
+    """The top ``limit`` hits: the relevance floor, then memories read best fused score first
+    (those in ``known`` were read already), the importance/recency tie-break added."""
     cfg, store, owner = q.cfg, q.store, q.owner
     # Relevance floor relative to this query's best cosine.
     best = max(cosine.values(), default=0.0)
@@ -341,7 +356,8 @@ def _read_hits(
         chunk = order[start : start + step]
         start += step
         step = limit
-        memories = store.get_many(owner, chunk)
+        unread = [mid for mid in chunk if mid not in known]
+        memories = {**known, **store.get_many(owner, unread)} if unread else known
         for mid in chunk:
             mem = memories.get(mid)
             if mem is None or mem.status not in allowed:
@@ -361,6 +377,19 @@ def _read_hits(
     hits = [found[mid] for mid in ranks if mid in found]  # candidate order, as before the sort
     hits.sort(key=lambda h: h.score, reverse=True)
     return hits[:limit]
+
+
+def _long_memories(q: _Query, ids: list[str]) -> tuple[dict[str, Memory], dict[str, float]]:
+    """Read the candidates ``ids``; those of more than ``long_words`` words get the factor
+    ``long_weight`` (id -> factor). Returns the memories read (for :func:`_read_hits`: the same
+    round trip it would make) and the factors."""
+    known = q.store.get_many(q.owner, ids)
+    factor = {
+        mid: q.cfg.long_weight
+        for mid, memory in known.items()
+        if len(memory.content.split()) > q.cfg.long_words
+    }
+    return known, factor
 
 
 def _neighbours_in_time(
