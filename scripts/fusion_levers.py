@@ -305,6 +305,21 @@ def cos_gap(scale: float) -> Weights:
 
 
 OFF = {"floor_rel": 0.0, "floor_abs": -1.0, "expand": 0}
+#: The kept defaults (long memories x 0.5 in both legs) with the real search's tie-break.
+KEPT: dict[str, Any] = {"long_fts": 0.5, "long_vec": 0.5, "long_words": 300, "newer_first": True}
+#: Levers measured again on top of the kept defaults.
+ON_TOP: dict[str, dict[str, Any]] = {
+    "nothing": {},
+    "assistant memories both legs x 0.5": {"role_fts": 0.5, "role_vec": 0.5},
+    "entity leg (names in <= 5%), weight 0.5": {"entity": 0.5, "entity_share": 0.05},
+    "PRF (top 3, 10 terms, beta 0.3)": {"prf": (3, 10, 0.3)},
+    "PRF (top 3, 5 terms, beta 0.3)": {"prf": (3, 5, 0.3)},
+    "agreement: fts 0.8 + 0.4 x overlap": {"weights": agreement(0.8, 0.4)},
+    "score gap: fts min(1, 2 x gap)": {"weights": gap(2.0)},
+    "cosine gap: vector 1 + 1 x gap": {"weights": cos_gap(1.0)},
+    "fts candidates 5": {"cand_fts": 5},
+    "fts hits need cosine >= 0.7 x best": {"fts_floor_rel": 0.7},
+}
 VARIANTS: dict[str, dict[str, Any]] = {
     "defaults (RRF k 60, 10 + 10, neighbours)": {},
     "vector leg alone": {"weights": lambda q, m: (1.0, 0.0), "expand": 0},
@@ -363,6 +378,7 @@ VARIANTS: dict[str, dict[str, Any]] = {
         "long_words": 300,
         "newer_first": True,
     },
+    **{f"kept + {name}": {**KEPT, **extra} for name, extra in ON_TOP.items()},
     "agreement: fts 0.8 + 0.4 x overlap": {"weights": agreement(0.8, 0.4)},
     "score gap: fts min(1, 2 x gap)": {"weights": gap(2.0)},
     **{f"cosine gap: vector 1 + {s} x gap": {"weights": cos_gap(s)} for s in (1.0, 3.0)},
