@@ -50,6 +50,7 @@ test: lint typecheck unit
 # (docs/dedup.md, "A real model"). Editable install: the checkout stays what .venv runs.
 test-llm: $(STAMP)
 	CMAKE_ARGS="-DLLAVA_BUILD=OFF $(CMAKE_ARGS)" $(BIN)/pip install -q -e '.[llm-real]'
+	$(BIN)/python -c "import llama_cpp as l; print('llama-cpp-python', l.__version__, l.llama_print_system_info().decode())"
 	MEMLANE_TEST_LLM=1 $(BIN)/pytest -q -s -p no:cacheprovider tests/test_llm_real.py
 
 clean:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -65,6 +66,8 @@ def model_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     proc = subprocess.Popen(
         [
             sys.executable,
+            "-X",
+            "faulthandler",  # a crash in llama.cpp leaves the Python stack in the log
             "-m",
             "llama_cpp.server",
             "--model",
@@ -90,14 +93,25 @@ def model_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         except httpx.TransportError:
             time.sleep(0.5)
     try:
-        assert proc.poll() is None, f"llama_cpp.server exited: see {log_path}"
+        assert proc.poll() is None, _ended("exited at start", proc, log_path)
         yield url
         # the server must have survived every call (it segfaulted at its first decode before)
-        assert proc.poll() is None, f"llama_cpp.server died during the tests: see {log_path}"
+        assert proc.poll() is None, _ended("died during the tests", proc, log_path)
     finally:
         proc.terminate()
         proc.wait(timeout=30)
         log.close()
+
+
+def _ended(what: str, proc: subprocess.Popen[bytes], log_path: Path) -> str:
+    """Why the server is gone, in words: the signal that killed it (SIGSEGV: a crash inside
+    llama.cpp; SIGILL: a build for another CPU) or its exit code, and where its log is."""
+    code = proc.returncode
+    how = f"killed by {signal.Signals(-code).name}" if code is not None and code < 0 else code
+    return (
+        f"llama_cpp.server {what} ({how}): its log, with the Python stack of a crash, is "
+        f"{log_path}; docs/dedup.md, 'If llama.cpp crashes'"
+    )
 
 
 @pytest.fixture
