@@ -118,7 +118,10 @@ def _gemini(fake: FakeModel, h: BaseHTTPRequestHandler, body: dict[str, Any]) ->
         return
     text = ANSWER
     if ":generateContent" in h.path:  # the router, or a compression summary
-        flat = json.dumps(body)
+        # what is asked is in the last message (the history before it may hold a snapshot
+        # already: the router's calls must still get the router's JSON, or the CLI retries)
+        last = (body.get("contents") or [{}])[-1]
+        flat = json.dumps(last)
         if "state_snapshot" in flat or "summar" in flat.lower():
             text = "<state_snapshot>the user talked about the project</state_snapshot>"
         else:

@@ -28,11 +28,18 @@ class HookRun:
         return str(json.loads(self.stdout)["hookSpecificOutput"]["additionalContext"])
 
 
+#: ``[hooks] timeout_s`` of the tests (the default is 8 s): what they check is what the hook
+#: does, not how fast a loaded machine runs it, so the deadline is out of their way. The tests
+#: of the deadline itself set their own (a stuck stdin, a server that never answers).
+TEST_TIMEOUT_S = "300"
+
+
 def hook_env(backend: Backend, **hooks: Any) -> dict[str, str]:
     """The hash-embedder environment of ``backend`` with ``[hooks]`` overrides (owner alice;
-    no server unless ``url`` is given: a closed port, so the engine runs in-process)."""
+    no server unless ``url`` is given: a closed port, so the engine runs in-process; the
+    deadline :data:`TEST_TIMEOUT_S` unless ``timeout_s`` is given)."""
     env = backend.child_env()
-    settings = {"owner": OWNER, "url": "http://127.0.0.1:9", **hooks}
+    settings = {"owner": OWNER, "url": "http://127.0.0.1:9", "timeout_s": TEST_TIMEOUT_S, **hooks}
     for key, value in settings.items():
         env[f"MEMLANE_HOOKS__{key.upper()}"] = str(value)
     return env

@@ -3,8 +3,8 @@ memlane's hooks installed by ``memlane hooks install``, talking to fake model se
 127.0.0.1: the assertions are on the requests the model servers received.
 
 - a memory added with ``memlane add`` (no owner) reaches Claude Code's model;
-- over a session it is injected once and no request holds it twice; after ``/compact`` it
-  comes back (once).
+- over a session it is injected once and no request holds it twice; after ``/compact``
+  (Claude Code), a real ``/compress`` or ``/clear`` (Gemini CLI) it comes back, once.
 
 Slow by nature (a Node.js client per step, several seconds each on a busy machine): marked
 ``clients``; run with the rest of the suite by ``make test``.
@@ -81,3 +81,38 @@ def test_gemini_cli_injects_once_and_never_twice(lab: cs.Lab) -> None:
     table = cs.table("gemini", found, {mid: "DB"})
     assert [r.memories.get(mid) for r in found] == [1, 1, 1, 1], table
     assert [r.blocks for r in found] == [1, 1, 1, 1], table
+
+
+def gemini_rows(lab: cs.Lab, memory: dict[str, str]) -> tuple[list[cs.Row], str]:
+    found = cs.rows(lab.google, memory)
+    return found, cs.table("gemini", found, {mid: "DB" for mid in memory})
+
+
+def test_gemini_cli_memory_comes_back_once_after_compress(lab: cs.Lab) -> None:
+    """``/compress`` (a real compression: the CLI's summary calls, the history replaced by a
+    ``<state_snapshot>``) takes the block out of the history; the BeforeModel hook sees it gone
+    and the memory comes back at the next prompt, once."""
+    repo = cs.make_repo(lab.root / "shop", "git@github.com:acme/shop.git")
+    memory = added(lab, DB)
+    (mid,) = memory
+    for n, ask in enumerate([ASKS[0], ASKS[1], "/compress", ASKS[2]]):
+        cs.gemini_once(lab, repo, ask, resume=n > 0)
+    found, table = gemini_rows(lab, memory)
+    snapshot = [
+        n for n, r in enumerate(lab.google.model_requests(), 1) if "<state_snapshot>" in str(r.body)
+    ]
+    assert snapshot == [3, 4], table  # compressed before request 3 (the /compress turn)
+    assert [r.memories.get(mid, 0) for r in found] == [1, 1, 0, 1], table
+    assert [r.blocks for r in found] == [1, 1, 0, 1], table
+
+
+def test_gemini_cli_memory_comes_back_once_after_clear(lab: cs.Lab) -> None:
+    repo = cs.make_repo(lab.root / "shop", "git@github.com:acme/shop.git")
+    memory = added(lab, DB)
+    (mid,) = memory
+    for n, ask in enumerate([ASKS[0], "/clear", ASKS[1], ASKS[2]]):
+        cs.gemini_once(lab, repo, ask, resume=n > 0)
+    found, table = gemini_rows(lab, memory)
+    assert [r.memories.get(mid, 0) for r in found] == [1, 0, 1, 1], table
+    assert [r.blocks for r in found] == [1, 0, 1, 1], table
+    assert ASKS[0] not in cs.request_text(lab.google.model_requests()[2].body)  # cleared

@@ -20,7 +20,7 @@ import httpx
 import pytest
 
 from conftest import Backend
-from hook_support import OWNER, claude_payload, run_hook
+from hook_support import OWNER, TEST_TIMEOUT_S, claude_payload, run_hook
 from memlane.hooks.daemon import pid_alive, read_record, record_path, start_daemon
 from server_support import run_server
 
@@ -30,9 +30,10 @@ ASK = "where is the deploy script?"
 
 
 def env_of(backend: Backend, **hooks: str) -> dict[str, str]:
-    """The hook's environment with no ``[hooks] url``: it must find its server itself."""
+    """The hook's environment with no ``[hooks] url``: it must find its server itself (the
+    tests' deadline, :data:`hook_support.TEST_TIMEOUT_S`, unless ``timeout_s`` is given)."""
     env = backend.child_env()
-    for key, value in {"owner": OWNER, **hooks}.items():
+    for key, value in {"owner": OWNER, "timeout_s": TEST_TIMEOUT_S, **hooks}.items():
         env[f"MEMLANE_HOOKS__{key.upper()}"] = value
     return env
 
@@ -176,6 +177,28 @@ def test_the_deadline_covers_reading_stdin(store_backend: Backend, tmp_path: Pat
     proc.stdout.close()
     proc.stdin.close()
     assert "tools/ship.sh" in printed
+
+
+def test_a_stuck_stdin_meets_the_deadline(store_backend: Backend, tmp_path: Path) -> None:
+    """The deadline works: a client that sends half its payload and never the rest (the pipe
+    kept open) gets an exit 0 with nothing printed, and the log says why. Without the deadline
+    the hook would wait for ever (the 120 s bound below only catches that hang)."""
+    env = env_of(store_backend, autostart="false", timeout_s="1")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "memlane", "hook", "UserPromptSubmit"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        env=env,
+    )
+    assert proc.stdin is not None and proc.stdout is not None
+    payload = json.dumps(claude_payload("UserPromptSubmit", "s7", tmp_path, prompt=ASK))
+    proc.stdin.write(payload[: len(payload) // 2].encode())
+    proc.stdin.flush()  # half an object, and the pipe stays open
+    assert proc.wait(timeout=120) == 0
+    assert proc.stdout.read() == b""
+    proc.stdout.close()
+    proc.stdin.close()
+    assert "deadline of 1 s ([hooks] timeout_s) passed; nothing printed" in log_of(store_backend)
 
 
 @pytest.mark.parametrize("args", [["-v", "hook", "UserPromptSubmit", "--frob"],

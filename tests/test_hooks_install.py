@@ -149,6 +149,9 @@ def test_gemini_install_follows_the_model_requests(tmp_path: Path, _isolated_env
         }
     ]
     assert data["hooks"]["SessionStart"][0]["matcher"] == "clear"
+    # BeforeModel sees each request: the tracking follows compressions and /clear
+    (before_model,) = data["hooks"]["BeforeModel"][0]["hooks"]
+    assert before_model["command"] == f"{CMD} hook BeforeModel --client gemini"
     # PreCompress fires every turn in 0.61 (compression or not): not installed
     assert "PreCompress" not in data["hooks"]
     # Gemini's context persists like Claude Code's: the same window, nothing overridden

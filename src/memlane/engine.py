@@ -446,13 +446,14 @@ class MemoryEngine(Views):
         agent: str | None = None,
         recent: Sequence[str] | None = None,
         max_chars: int | None = None,
+        known: Sequence[str] = (),
     ) -> Injection:
         """The memories to inject before this turn (see :mod:`memlane.injection`); with
         ``max_chars`` the block is at most that many characters (lowest-ranked items left out,
-        only what is in the block recorded as injected)."""
+        only what is in the block recorded as injected); ``known``: ids the conversation holds."""
         _check_owner(owner, agent)
         return self.injector.inject(
-            session, text, owner=owner, agent=agent, recent=recent, max_chars=max_chars
+            session, text, owner=owner, agent=agent, recent=recent, max_chars=max_chars, known=known
         )
 
     def inject_pinned(

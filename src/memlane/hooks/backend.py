@@ -32,6 +32,7 @@ if TYPE_CHECKING:
             agent: str,
             recent: list[str],
             max_chars: int,
+            known: list[str],
         ) -> Injected: ...
 
         def inject_pinned(
@@ -44,6 +45,8 @@ if TYPE_CHECKING:
         ) -> Injected: ...
 
         def reset(self, session: str, reason: str, *, owner: str) -> None: ...
+
+        def sync(self, session: str, text: str, *, owner: str, agent: str) -> list[str]: ...
 
         def close(self) -> None: ...
 
@@ -183,6 +186,7 @@ class HttpBackend:
         agent: str,
         recent: list[str],
         max_chars: int,
+        known: list[str],
     ) -> Injected:
         body = {
             "session": session,
@@ -191,6 +195,7 @@ class HttpBackend:
             "agent": agent,
             "recent": recent,
             "max_chars": max_chars,
+            "known": known,
         }
         data = self._call("POST", "/v1/inject", body)
         ids = tuple(item["memory"]["id"] for item in data.get("items", []))
@@ -199,8 +204,6 @@ class HttpBackend:
     def inject_pinned(self, session: str, *, owner: str, agent: str, max_chars: int) -> Injected:
         body = {
             "session": session,
-            # /v1/inject requires a non-blank text (422 otherwise); pinned_only does not read it
-            "text": "session start",
             "owner": owner,
             "agent": agent,
             "max_chars": max_chars,
@@ -213,6 +216,13 @@ class HttpBackend:
     def reset(self, session: str, reason: str, *, owner: str) -> None:
         path = f"/v1/sessions/{quote(session, safe='')}/reset"
         self._call("POST", path, {"reason": reason, "owner": owner})
+
+    def sync(self, session: str, text: str, *, owner: str, agent: str) -> list[str]:
+        """Align the session's tracking with ``text`` (the memlane blocks of one request to
+        the model); returns the ids forgotten (no longer in the request)."""
+        path = f"/v1/sessions/{quote(session, safe='')}/sync"
+        data = self._call("POST", path, {"text": text, "owner": owner, "agent": agent})
+        return [str(mid) for mid in data.get("gone", [])]
 
     def close(self) -> None:
         self.sock.close()
@@ -249,6 +259,7 @@ class LocalBackend:
         agent: str,
         recent: list[str],
         max_chars: int,
+        known: list[str],
     ) -> Injected:
         result = self.engine.inject(
             session,
@@ -257,6 +268,7 @@ class LocalBackend:
             agent=agent,
             recent=recent,
             max_chars=max_chars,
+            known=known,
         )
         return Injected(result.block, tuple(i.memory.id for i in result.items), result.turn)
 
@@ -266,6 +278,9 @@ class LocalBackend:
 
     def reset(self, session: str, reason: str, *, owner: str) -> None:
         self.engine.reset_session(session, reason, owner=owner)
+
+    def sync(self, session: str, text: str, *, owner: str, agent: str) -> list[str]:
+        return list(self.engine.sessions.sync(session, text, owner=owner, agent=agent).gone)
 
     def close(self) -> None:
         self.engine.close()

@@ -51,10 +51,13 @@ EVENTS: dict[str, list[tuple[str, str | None, str]]] = {
     ],
     # Gemini CLI 0.61: BeforeAgent's context stays in the chat history (a <hook_context>
     # part of the user turn), and PreCompress fires every turn before the CLI decides whether
-    # to compress (ChatCompressionService.compress): not installed (docs/integrations.md).
+    # to compress (ChatCompressionService.compress): not installed. BeforeModel sees each
+    # request's messages: the tracking follows what a compression or /clear really left in
+    # the history (docs/integrations.md).
     "gemini": [
         ("BeforeAgent", None, "BeforeAgent --client gemini"),
         ("SessionStart", "clear", "SessionStart --client gemini"),
+        ("BeforeModel", None, "BeforeModel --client gemini"),
     ],
 }
 

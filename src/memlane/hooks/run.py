@@ -17,6 +17,11 @@ event (client)                         what the hook does
 ``SessionStart`` ``startup``/``fork``  a new session: with ambient awareness on, print the
                                        pinned memories (recorded as injected); else nothing
 ``PreCompact`` (Claude Code)           reset (reason ``compact``)
+``BeforeModel`` (Gemini CLI)           align the tracking with the memlane blocks the
+                                       request to the model really holds (``llm_request``):
+                                       memories compressed away or cleared are forgotten
+                                       (injected again at the next prompt), those still held
+                                       are not injected again while they stay
 ``PreCompress`` (Gemini CLI)           nothing: 0.61 fires it every turn, before deciding
                                        whether to compress
 ``Stop`` with ``[hooks] learn``        start ``memlane learn`` on the transcript in the
@@ -54,16 +59,20 @@ PROMPT_EVENTS = frozenset({"UserPromptSubmit", "BeforeAgent"})
 #: 0.61 fires it on every turn, before it decides whether to compress (its
 #: ``ChatCompressionService.compress``): a reset there would reset every turn.
 COMPACT_EVENTS = frozenset({"PreCompact"})
+#: Gemini CLI's event before each request to its model, with the request's messages: the
+#: one place that sees whether a compression (automatic, or ``/compress``) or ``/clear``
+#: really took memlane's blocks out of the history (docs/integrations.md).
+SYNC_EVENT = "BeforeModel"
 
 #: ``SessionStart`` sources that reset the tracking (with that reason).
 RESET_SOURCES = frozenset({"clear", "compact"})
 #: Every event the hook knows (others are logged and ignored).
 EVENTS = frozenset(
     {*PROMPT_EVENTS, *COMPACT_EVENTS, "SessionStart", "SessionEnd", "Stop",
-     "AfterAgent", "PreCompress"}
+     "AfterAgent", "PreCompress", SYNC_EVENT}
 )  # fmt: skip
 #: Events only Gemini CLI sends (the client when ``--client`` is not given).
-GEMINI_EVENTS = frozenset({"BeforeAgent", "PreCompress", "AfterAgent"})
+GEMINI_EVENTS = frozenset({"BeforeAgent", "PreCompress", "AfterAgent", SYNC_EVENT})
 CLIENTS = ("claude-code", "gemini")
 #: The longest ``additionalContext`` Claude Code passes whole (observed with 2.1.197: exactly
 #: 10,000 characters arrive; at 10,001 a short "Output too large" preview replaces them).
@@ -197,14 +206,19 @@ class _Run:
         if learn:
             self.learn(session, owner, agent, _str(payload.get("transcript_path")))
             return
+        if event == SYNC_EVENT:
+            self.sync(session, owner, agent, payload.get("llm_request"))
+            return
         if event in PROMPT_EVENTS:
             prompt = payload.get("prompt")
             if not isinstance(prompt, str) or not prompt.strip():
                 return  # nothing typed: nothing to search for, no turn counted
-            from memlane.hooks.transcript import recent_messages
+            from memlane.hooks.transcript import recent_messages, remembered_ids
 
             transcript = _str(payload.get("transcript_path"))
             recent = recent_messages(transcript, self.cfg.recent_messages, prompt=prompt)
+            # memories this session wrote through memlane's MCP remember: the model holds them
+            known = remembered_ids(transcript)
             backend = self._backend()
             try:
                 result = backend.inject(
@@ -214,6 +228,7 @@ class _Run:
                     agent=agent,
                     recent=recent,
                     max_chars=self.max_chars(),
+                    known=known,
                 )
             finally:
                 backend.close()
@@ -245,6 +260,23 @@ class _Run:
                     self.emit(output(event, result.block), result.ids)
         finally:
             backend.close()
+
+    def sync(self, session: str, owner: str, agent: str, request: Any) -> None:
+        """Gemini CLI's ``BeforeModel``: align the session's tracking with the memlane blocks
+        of the request (:func:`memlane_blocks`; :meth:`memlane.injection.Sessions.sync`).
+        Prints nothing: the request goes to the model as it is."""
+        blocks = memlane_blocks(request)
+        backend = self._backend()
+        try:
+            gone = backend.sync(session, blocks, owner=owner, agent=agent)
+        finally:
+            backend.close()
+        if gone:
+            self.log.write(
+                "INFO",
+                f"{self.event} session={session} owner={owner}: {len(gone)} memories no longer "
+                f"in the request (compressed or cleared; injectable again): {', '.join(gone)}",
+            )
 
     def learn(self, session: str, owner: str, agent: str, transcript: str | None) -> None:
         """Start ``memlane learn`` on the transcript in the background (its own session, its
@@ -278,6 +310,33 @@ class _Run:
                 )
                 return
             self.printed = line
+
+
+#: How Gemini CLI 0.61 wraps ``BeforeAgent``'s ``additionalContext`` in the user's turn.
+HOOK_CONTEXT_END = "</hook_context>"
+
+
+def memlane_blocks(request: Any) -> str:
+    """The memlane blocks (from ``[Context from memory]`` to the end of their
+    ``<hook_context>`` part, or of the message) in Gemini CLI's ``BeforeModel``
+    ``llm_request`` (``{"messages": [{"role", "content": str}], ...}``), one per line group;
+    ``""`` when there is none or the request is not shaped so (only what the sync needs
+    travels to the server, not the whole conversation)."""
+    from memlane.hooks.transcript import INJECTION_PREFIX
+
+    messages = request.get("messages") if isinstance(request, dict) else None
+    found: list[str] = []
+    for message in messages if isinstance(messages, list) else []:
+        content = message.get("content") if isinstance(message, dict) else None
+        if not isinstance(content, str):
+            continue
+        start = content.find(INJECTION_PREFIX)
+        while start >= 0:
+            end = content.find(HOOK_CONTEXT_END, start)
+            end = len(content) if end < 0 else end
+            found.append(content[start:end])
+            start = content.find(INJECTION_PREFIX, end)
+    return "\n\n".join(found)
 
 
 def read_payload(stdin: BinaryIO) -> dict[str, Any]:

@@ -112,20 +112,32 @@ def _entries(raw: str, whole_file: bool) -> list[Any]:
     return entries
 
 
+#: The last file parsed by :func:`_tail`: ``(path, size, mtime_ns)`` -> its entries (one hook
+#: call reads the transcript for the recent messages and for the remembered ids: parsed once).
+_LAST_TAIL: dict[tuple[str, int, int], list[Any]] = {}
+
+
 def _tail(path: str | None) -> tuple[list[Any], bool]:
     """The entries of the transcript's last :data:`TAIL_BYTES` (``[]`` when unreadable)."""
     if not path:
         return [], False
     try:
         p = Path(path)
-        size = p.stat().st_size
+        info = p.stat()
+        key = (path, info.st_size, info.st_mtime_ns)
+        if key in _LAST_TAIL:
+            return _LAST_TAIL[key], True
+        size = info.st_size
         with p.open("rb") as fh:
             if size > TAIL_BYTES:
                 fh.seek(size - TAIL_BYTES)
             raw = fh.read().decode("utf-8", errors="replace")
     except OSError:
         return [], False
-    return _entries(raw, size <= TAIL_BYTES), True
+    entries = _entries(raw, size <= TAIL_BYTES)
+    _LAST_TAIL.clear()
+    _LAST_TAIL[key] = entries
+    return entries, True
 
 
 def _parts(entry: Any) -> list[Any]:
@@ -134,12 +146,37 @@ def _parts(entry: Any) -> list[Any]:
     return content if isinstance(content, list) else []
 
 
+def _since_compaction(entries: list[Any]) -> list[Any]:
+    """The entries after the last compaction (Claude Code writes a ``compact_boundary``
+    system entry, then the summary as an ``isCompactSummary`` user entry): what the model
+    still has in its context."""
+    for n in range(len(entries) - 1, -1, -1):
+        entry = entries[n]
+        if isinstance(entry, Mapping) and (
+            entry.get("subtype") == "compact_boundary" or entry.get("isCompactSummary")
+        ):
+            return entries[n + 1 :]
+    return entries
+
+
+def _remembered_id(answer: Any) -> str | None:
+    """The memory id in ``remember``'s JSON answer: ``WriteResult.to_dict()``, the memory
+    that now holds the text under ``memory`` (a bare ``id`` is read too)."""
+    if not isinstance(answer, Mapping):
+        return None
+    memory = answer.get("memory")
+    found = memory.get("id") if isinstance(memory, Mapping) else answer.get("id")
+    return found if isinstance(found, str) and found else None
+
+
 def remembered_ids(path: str | None) -> list[str]:
     """Ids of the memories stored in this session through memlane's MCP ``remember`` tool
     (Claude Code's ``tool_use`` named ``mcp__<server>__remember`` of a server whose name holds
-    ``memlane``, and its ``tool_result``: the tool's JSON answer with the memory's ``id``), in
-    the transcript's tail. Never raises."""
+    ``memlane``, and its ``tool_result``: the tool's JSON answer, ``WriteResult.to_dict()``,
+    with the memory's id under ``memory``), in the transcript's tail after its last compaction
+    (before it, the model no longer holds the call). Never raises."""
     entries, _ = _tail(path)
+    entries = _since_compaction(entries)
     calls = set()
     for entry in entries:
         for part in _parts(entry):
@@ -155,11 +192,11 @@ def remembered_ids(path: str | None) -> list[str]:
             if part.get("tool_use_id") not in calls or part.get("is_error"):
                 continue
             try:
-                answer = json.loads(_text(part.get("content")))
+                found = _remembered_id(json.loads(_text(part.get("content"))))
             except ValueError:
                 continue
-            if isinstance(answer, Mapping) and isinstance(answer.get("id"), str):
-                ids.append(answer["id"])
+            if found is not None:
+                ids.append(found)
     return ids
 
 

@@ -25,6 +25,7 @@ turns of one session at once are serialised there, so neither repeats what the o
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections import Counter
@@ -122,8 +123,14 @@ class Injector:
         agent: str | None = None,
         recent: Sequence[str] | None = None,
         max_chars: int | None = None,
+        known: Sequence[str] = (),
     ) -> Injection:
         """Decide what to inject before this turn of ``session`` (see module docstring).
+
+        ``known``: ids of memories the conversation already holds although the session did not
+        learn them (a coding assistant's MCP ``remember`` call of this session: the memory's
+        text is in the tool call); left out as the session's own memories are
+        (``skipped["same_session"]``).
 
         ``max_chars``: the longest ``block`` allowed, in characters (a client's limit, such as
         Claude Code's ~10,000 for hook output): items that would push the block past it are
@@ -136,7 +143,7 @@ class Injector:
             StoreError: the store failed; nothing was recorded (the turn was not counted).
         """
         _check_max_chars(max_chars)
-        result = self._inject(session, text, owner, agent, recent, max_chars)
+        result = self._inject(session, text, owner, agent, recent, max_chars, known)
         self._log(result)
         return result
 
@@ -190,9 +197,12 @@ class Injector:
         agent: str | None,
         recent: Sequence[str] | None,
         max_chars: int | None = None,
+        known: Sequence[str] = (),
     ) -> Injection:
         started = time.perf_counter()
         check_session(session)
+        if isinstance(known, str) or not all(isinstance(k, str) for k in known):
+            raise InvalidArgument("known must be a list of memory ids (strings)")
         if not isinstance(text, str):
             raise InvalidArgument(f"text must be a string, got {type(text).__name__}")
         if not text.strip():
@@ -226,7 +236,7 @@ class Injector:
             sort = PinnedSort(cfg.pinned_sort)
             pinned_query = PinnedQuery(cfg.pinned_types, cfg.pinned_limit, sort)
         context = store.turn_context(owner, session, agent, pinned_query)
-        same_session = context.same_session
+        same_session = context.same_session | set(known)
         pinned_pool = [(m, m.importance) for m in context.pinned]
         query = build_query(text, recent, cfg)
         hits = self.retriever.search(
@@ -243,6 +253,8 @@ class Injector:
         candidates = [m.id for m, _ in pinned_pool + contextual_pool]
         with store.transaction():
             start = store.start_turn(owner, session, cfg.context_window_depth, candidates)
+            if known:  # held by the conversation: left out as the session's own memories
+                start = dataclasses.replace(start, same_session=start.same_session | set(known))
             state = start.state
             window = set(injected_within(state, state.turn, cfg.context_window_depth))
             chosen = self._select(

@@ -22,7 +22,14 @@ from pydantic import (
 
 from memlane.config import InjectionSettings
 from memlane.dedup.limits import not_text_at
-from memlane.types import DedupLogEntry, Memory, MemoryType, SearchHit, WriteResult
+from memlane.types import (
+    DedupLogEntry,
+    Memory,
+    MemoryType,
+    SearchHit,
+    SessionState,
+    WriteResult,
+)
 
 #: An owner, agent or session name: some text that is not only blanks (what the engine takes).
 Name = Annotated[str, Field(min_length=1, pattern=r"\S")]
@@ -158,8 +165,25 @@ class SearchResponse(BaseModel):
 
 
 class InjectRequest(_In):
+    """One turn's injection (``text``: the user's message), or with ``pinned_only`` the pinned
+    memories for a session's start (no ``text``: there is no message yet). A body without
+    ``text`` and without ``pinned_only: true`` is refused (422 naming both)."""
+
+    # The schema says so too: text is required unless pinned_only is true.
+    model_config = ConfigDict(
+        json_schema_extra={
+            "anyOf": [
+                {"required": ["text"]},
+                {"required": ["pinned_only"], "properties": {"pinned_only": {"const": True}}},
+            ]
+        }
+    )
+
     session: Name
-    text: Text
+    text: Text | None = Field(
+        default=None,
+        description="The user's message for this turn (required unless pinned_only is true).",
+    )
     owner: Name | None = None
     agent: Name | None = None
     recent: list[str] | None = Field(default=None, max_length=50)
@@ -171,6 +195,39 @@ class InjectRequest(_In):
         strict=True,
         description="Only the pinned memories, for a session's start (text is not used).",
     )
+    known: list[Name] = Field(
+        default_factory=list,
+        max_length=1000,
+        description="Ids of memories the conversation already holds (written through MCP "
+        "remember in this session, say): left out as the session's own memories are.",
+    )
+
+    @model_validator(mode="after")
+    def _text_unless_pinned(self) -> InjectRequest:
+        if self.text is None and not self.pinned_only:
+            raise ValueError(
+                "text is required: give the user's message for this turn, or pinned_only: "
+                "true for the pinned memories at a session's start"
+            )
+        return self
+
+
+class SyncRequest(_In):
+    """The memlane blocks of one request of the client to its model (``text``): the
+    session's tracking follows them (:meth:`memlane.injection.Sessions.sync`)."""
+
+    text: str = Field(max_length=1_000_000)
+    owner: Name | None = None
+    agent: Name | None = None
+
+
+class SyncOut(BaseModel):
+    """What a sync did: the session's state after it, the memories ``gone`` from the request
+    (injectable again) and those ``kept`` (recorded as shown at the current turn)."""
+
+    state: SessionState
+    gone: list[str]
+    kept: list[str]
 
 
 class ResetRequest(_In):

@@ -25,6 +25,8 @@ from memlane.server.models import (
     SearchRequest,
     SearchResponse,
     StatsOut,
+    SyncOut,
+    SyncRequest,
     WriteOut,
 )
 from memlane.server.state import Principal, ServerState
@@ -186,6 +188,7 @@ def router(state: ServerState) -> APIRouter:
                 agent=body.agent,
                 max_chars=body.max_chars,
             )
+        assert body.text is not None  # InjectRequest: text is required without pinned_only
         result = state.engine.inject(
             body.session,
             body.text,
@@ -193,6 +196,7 @@ def router(state: ServerState) -> APIRouter:
             agent=body.agent,
             recent=body.recent,
             max_chars=body.max_chars,
+            known=body.known,
         )
         return result
 
@@ -207,6 +211,15 @@ def router(state: ServerState) -> APIRouter:
         """Forget what the session was shown (after compaction, /clear or a resume)."""
         owner = scope(who, body.owner)
         return state.engine.reset_session(session_id, body.reason, owner=owner)
+
+    @api.post("/sessions/{session_id}/sync", response_model=SyncOut, tags=["sessions"])
+    def sync(session_id: SessionId, body: SyncRequest, who: Caller) -> SyncOut:
+        """Align the session's tracking with one request of the client to its model
+        (``text``: its memlane blocks): tracked memories no longer in it are forgotten (they
+        may be injected again), those in it stay shown while the history holds them."""
+        owner = scope(who, body.owner)
+        done = state.engine.sessions.sync(session_id, body.text, owner=owner, agent=body.agent)
+        return SyncOut(state=done.state, gone=list(done.gone), kept=list(done.kept))
 
     @api.get("/dedup-log", response_model=DedupLogPage, tags=["read"])
     def dedup_log(

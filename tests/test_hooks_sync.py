@@ -1,0 +1,187 @@
+"""The hooks follow what the model really holds: Gemini CLI's ``BeforeModel`` request (its
+blocks survive, or a compression or ``/clear`` took them), and the memories a Claude Code
+session wrote itself through memlane's MCP ``remember`` (in its transcript). Each runs the
+hook as the clients do (a process, the payload on stdin), in-process and against a real
+``memlane serve``; and the HTTP API's ``/v1/inject`` without a text for the pinned memories.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from conftest import Backend
+from hook_support import OWNER, claude_payload, gemini_payload, hook_env, run_hook
+from memlane.hooks.run import memlane_blocks
+from server_support import run_server
+
+DB = "The staging database is PostgreSQL 16 with pgvector, listening on port 5433"
+ASK = "Which database does the staging environment use?"
+ASK2 = "Which port does the staging database listen on?"
+
+
+@pytest.fixture(params=["in-process", "server"])
+def env(request: pytest.FixtureRequest, store_backend: Backend) -> Iterator[dict[str, str]]:
+    engine = store_backend.engine()
+    engine.add(DB, owner=OWNER)
+    engine.close()
+    if request.param == "in-process":
+        yield hook_env(store_backend)
+        return
+    with run_server(store_backend) as served:
+        assert served.proc.poll() is None, served.log.read_text()
+        yield hook_env(store_backend, url=served.url)
+
+
+def injected(env: dict[str, str], payload: dict[str, Any], event: str = "BeforeAgent") -> str:
+    """The block the hook printed ("" when nothing)."""
+    done = run_hook(env, event, payload)
+    assert done.returncode == 0
+    return run_context(done.stdout)
+
+
+def run_context(stdout: str) -> str:
+    return str(json.loads(stdout)["hookSpecificOutput"]["additionalContext"]) if stdout else ""
+
+
+def request_with(*user_turns: str) -> dict[str, Any]:
+    """A ``BeforeModel`` ``llm_request`` as Gemini CLI 0.61 sends it (parts joined)."""
+    messages: list[dict[str, str]] = []
+    for text in user_turns:
+        messages += [{"role": "user", "content": text}, {"role": "model", "content": "Noted."}]
+    return {"model": "gemini-3.1-pro-preview", "messages": messages[:-1], "config": {}}
+
+
+def before_model(env: dict[str, str], session: str, cwd: Path, request: dict[str, Any]) -> str:
+    payload = gemini_payload("BeforeModel", session, cwd, llm_request=request)
+    done = run_hook(env, "BeforeModel", payload)
+    assert (done.returncode, done.stdout) == (0, "")  # the request goes out as it is
+    return done.stdout
+
+
+def log_of(backend: Backend) -> str:
+    path = backend.home / "logs" / "hooks.log"
+    return path.read_text() if path.exists() else ""
+
+
+def test_gemini_before_model_follows_a_compression(
+    env: dict[str, str], store_backend: Backend, tmp_path: Path
+) -> None:
+    first = injected(env, gemini_payload("BeforeAgent", "g1", tmp_path, prompt=ASK))
+    assert DB in first
+    held = f"{ASK}<hook_context>{first}</hook_context>"
+    before_model(env, "g1", tmp_path, request_with(held))
+    # the history holds the block: not injected again
+    assert injected(env, gemini_payload("BeforeAgent", "g1", tmp_path, prompt=ASK2)) == ""
+    before_model(env, "g1", tmp_path, request_with(held, ASK2))
+    assert "no longer in the request" not in log_of(store_backend)
+    # a compression replaced the history by a summary: the block is gone
+    summary = "<state_snapshot>the user asked about staging</state_snapshot>"
+    before_model(env, "g1", tmp_path, request_with(summary, ASK2))
+    assert "1 memories no longer in the request" in log_of(store_backend)
+    again = injected(env, gemini_payload("BeforeAgent", "g1", tmp_path, prompt=ASK))
+    assert again.count(DB) == 1  # it comes back, once
+
+
+def test_gemini_a_block_the_history_keeps_is_never_injected_twice(
+    store_backend: Backend, tmp_path: Path
+) -> None:
+    """Past the window (depth 3 here) a memory the request still holds is recorded again at
+    its last turn, so the next prompt does not add a second copy."""
+    engine = store_backend.engine()
+    engine.add(DB, owner=OWNER)
+    engine.close()
+    env = {**hook_env(store_backend), "MEMLANE_INJECTION__CONTEXT_WINDOW_DEPTH": "3"}
+    first = injected(env, gemini_payload("BeforeAgent", "g2", tmp_path, prompt=ASK))
+    turns = [f"{ASK}<hook_context>{first}</hook_context>"]
+    for n in range(6):
+        ask = f"{ASK2} (asked again, {n})"
+        assert injected(env, gemini_payload("BeforeAgent", "g2", tmp_path, prompt=ask)) == ""
+        turns.append(ask)
+        before_model(env, "g2", tmp_path, request_with(*turns))
+
+
+def test_memlane_blocks_reads_only_the_blocks() -> None:
+    block = "[Context from memory]\n[Relevant to this message]\n[fact] x"
+    request = request_with(f"hello<hook_context>{block}</hook_context>", "plain question")
+    assert memlane_blocks(request) == block
+    assert memlane_blocks({"messages": "not a list"}) == ""
+    assert memlane_blocks(None) == ""
+
+
+def remember_turns(mid: str, *, tool: str = "mcp__memlane__remember") -> list[dict[str, Any]]:
+    """Claude Code transcript entries of a ``remember`` call and its answer (2.1.197's shape;
+    the answer is ``WriteResult.to_dict()`` as the MCP server returns it)."""
+    answer = {"decision": "added", "memory": {"id": mid, "content": DB}, "duplicate": False}
+    call = {"type": "tool_use", "id": "toolu_1", "name": tool, "input": {"content": DB}}
+    result = {
+        "type": "tool_result",
+        "tool_use_id": "toolu_1",
+        "content": [{"type": "text", "text": json.dumps(answer)}],
+    }
+    return [
+        {"type": "user", "message": {"role": "user", "content": "Remember the staging DB."}},
+        {"type": "assistant", "message": {"role": "assistant", "content": [call]}},
+        {"type": "user", "message": {"role": "user", "content": [result]}},
+    ]
+
+
+def write_jsonl(path: Path, entries: list[dict[str, Any]]) -> None:
+    path.write_text("".join(json.dumps(e) + "\n" for e in entries))
+
+
+def test_a_memory_the_session_remembered_through_mcp_is_not_injected_back(
+    env: dict[str, str], store_backend: Backend, tmp_path: Path
+) -> None:
+    engine = store_backend.engine()
+    mid = engine.add(DB, owner=OWNER).memory.id  # already there: the same memory
+    engine.close()
+    transcript = tmp_path / "c1.jsonl"
+    write_jsonl(transcript, remember_turns(mid))
+    ask = claude_payload("UserPromptSubmit", "c1", tmp_path, prompt=ASK)
+    assert injected(env, ask, "UserPromptSubmit") == ""  # the model holds it: its own call
+    # another session did not write it: injected there
+    other = claude_payload("UserPromptSubmit", "c2", tmp_path, prompt=ASK)
+    assert DB in injected(env, other, "UserPromptSubmit")
+    # after /compact the model no longer holds the call: it may come back
+    boundary = {
+        "type": "system",
+        "subtype": "compact_boundary",
+        "content": "Conversation compacted",
+    }
+    summary = {"type": "user", "isCompactSummary": True,
+               "message": {"role": "user", "content": "Summary: the user set up staging."}}  # fmt: skip
+    write_jsonl(transcript, [*remember_turns(mid), boundary, summary])
+    assert DB in injected(env, ask, "UserPromptSubmit")
+
+
+def test_remember_of_another_mcp_server_does_not_count(
+    store_backend: Backend, tmp_path: Path
+) -> None:
+    engine = store_backend.engine()
+    mid = engine.add(DB, owner=OWNER).memory.id
+    engine.close()
+    write_jsonl(tmp_path / "c3.jsonl", remember_turns(mid, tool="mcp__notes__remember"))
+    ask = claude_payload("UserPromptSubmit", "c3", tmp_path, prompt=ASK)
+    assert DB in injected(hook_env(store_backend), ask, "UserPromptSubmit")
+
+
+def test_inject_without_text_only_for_the_pinned_memories(store_backend: Backend) -> None:
+    with run_server(store_backend) as served:
+        assert served.proc.poll() is None, served.log.read_text()
+        start = {"session": "p1", "owner": OWNER, "pinned_only": True}
+        done = httpx.post(served.url + "/v1/inject", json=start, timeout=60)
+        assert done.status_code == 200, done.text
+        assert done.json()["block"] is None  # ambient awareness is off by default
+        missing = httpx.post(served.url + "/v1/inject", json={"session": "p1"}, timeout=60)
+        assert missing.status_code == 422
+        assert "text is required" in missing.text and "pinned_only" in missing.text
+        schema = httpx.get(served.url + "/openapi.json", timeout=60).json()
+        body = schema["components"]["schemas"]["InjectRequest"]
+        assert "text" not in body.get("required", [])
+        assert {"required": ["text"]} in body["anyOf"]
