@@ -1,7 +1,7 @@
 """The real coding assistants in tests: Claude Code and Gemini CLI installed from npm (pinned,
 cached under ``.clients/``, ignored by git; ``make clients`` installs them, and so does the
 first test that needs them), driven non-interactively against the fake model servers of
-:mod:`fake_models`, with memlane's hooks installed as a user would (``memlane hooks install``)
+:mod:`memlane.eval.fake_models`, with memlane's hooks installed as a user would (``memlane hooks install``)
 in a temporary HOME and memlane home. What reaches the model is read from the requests the
 fake servers received.
 
@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import fake_models
+from memlane.eval import fake_models
 
 REPO = Path(__file__).resolve().parents[1]
 CLIENTS_DIR = REPO / ".clients"

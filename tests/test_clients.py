@@ -4,7 +4,8 @@ memlane's hooks installed by ``memlane hooks install``, talking to fake model se
 
 - a memory added with ``memlane add`` (no owner) reaches Claude Code's model;
 - over a session it is injected once and no request holds it twice; after ``/compact``
-  (Claude Code), a real ``/compress`` or ``/clear`` (Gemini CLI) it comes back, once.
+  (Claude Code), a real ``/compress`` or ``/clear`` (Gemini CLI) it comes back, once;
+- a ``memlane serve`` of another home on the configured port is not used.
 
 Slow by nature (a Node.js client per step, several seconds each on a busy machine): marked
 ``clients``; run with the rest of the suite by ``make test``.
@@ -13,9 +14,14 @@ Slow by nature (a Node.js client per step, several seconds each on a busy machin
 from __future__ import annotations
 
 import json
+import socket
+import subprocess
+import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 
 import client_support as cs
@@ -116,3 +122,47 @@ def test_gemini_cli_memory_comes_back_once_after_clear(lab: cs.Lab) -> None:
     assert [r.memories.get(mid, 0) for r in found] == [1, 0, 1, 1], table
     assert [r.blocks for r in found] == [1, 0, 1, 1], table
     assert ASKS[0] not in cs.request_text(lab.google.model_requests()[2].body)  # cleared
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def test_a_server_of_another_home_on_the_configured_port_is_not_used(lab: cs.Lab) -> None:
+    """The lab's home names port P in ``[server] port``; a ``memlane serve`` of another home
+    (its own memory) answers on P. Claude Code's request holds the lab's memory and not the
+    other home's: the hook used its own store (its daemon), and its log says why."""
+    repo = cs.make_repo(lab.root / "shop", "git@github.com:acme/shop.git")
+    memory = added(lab, DB)
+    port = free_port()
+    (lab.home / "memlane.toml").write_text(f"[server]\nport = {port}\n")
+    other = lab.root / "other-home"
+    other.mkdir()
+    env = {**lab.env, "MEMLANE_HOME": str(other)}
+    theirs = "The staging database is MySQL 5.7 on port 3306, owned by the other team"
+    subprocess.run([sys.executable, "-m", "memlane", "add", theirs], env=env, check=True,
+                   capture_output=True, timeout=300)  # fmt: skip
+    log = (lab.root / "other-serve.log").open("w")
+    server = subprocess.Popen([sys.executable, "-m", "memlane", "serve", "--port", str(port)],
+                              env=env, stdout=log, stderr=subprocess.STDOUT)  # fmt: skip
+    try:
+        end = time.monotonic() + 120  # a bound for the start, not a timing
+        while time.monotonic() < end:
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/health", timeout=2).status_code == 200:
+                    break
+            except httpx.TransportError:
+                time.sleep(0.2)
+        cs.claude_once(lab, repo, ASKS[0])
+    finally:
+        server.terminate()
+        server.wait(timeout=60)
+        log.close()
+    (request,) = lab.anthropic.model_requests()
+    text = " ".join(cs.request_text(request.body).split())
+    assert DB in text and theirs not in text
+    assert list(memory) == [r for r in cs.rows(lab.anthropic, memory)[0].memories]
+    hooks_log = (lab.home / "logs" / "hooks.log").read_text()
+    assert "in-process (no memlane server serves this home" in hooks_log

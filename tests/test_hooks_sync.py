@@ -184,4 +184,4 @@ def test_inject_without_text_only_for_the_pinned_memories(store_backend: Backend
         schema = httpx.get(served.url + "/openapi.json", timeout=60).json()
         body = schema["components"]["schemas"]["InjectRequest"]
         assert "text" not in body.get("required", [])
-        assert {"required": ["text"]} in body["anyOf"]
+        assert {"required": ["text"], "properties": {"text": {"type": "string"}}} in body["anyOf"]

@@ -193,6 +193,31 @@ def bench_hooks_cmd(
     mcp: Annotated[
         bool, typer.Option("--mcp/--no-mcp", help="Also time recall/context_for_turn over MCP.")
     ] = True,
+    daemon: Annotated[
+        bool,
+        typer.Option(
+            "--daemon/--no-daemon",
+            help="Also time the path with no server configured: the first call (it starts the "
+            "memory daemon) and the next PROMPTS calls.",
+        ),
+    ] = True,
+    claude_turns: Annotated[
+        int,
+        typer.Option(
+            "--claude-turns",
+            min=0,
+            help="Time this many real `claude -p` turns with memlane's hooks and as many "
+            "without, alternately, against a fake model server (0: skip).",
+        ),
+    ] = 10,
+    claude: Annotated[
+        str | None,
+        typer.Option(
+            "--claude",
+            help="Claude Code's executable (default: .clients/ of this folder, from `make "
+            "clients`, else `claude` on PATH).",
+        ),
+    ] = None,
     seed: SeedOption = 0,
     batch: BatchOption = 256,
     home: BenchHomeOption = None,
@@ -207,6 +232,7 @@ def bench_hooks_cmd(
     Example: memlane bench hooks --memories 10000 --json
     """
     from memlane.eval.bench.hooks import run_hooks
+    from memlane.eval.bench.hooks_e2e import find_claude
 
     with handle_errors():
         prepared = _prepare(memories, seed, home, cache_dir, rebuild, batch)
@@ -218,7 +244,16 @@ def bench_hooks_cmd(
                     tasks[label] = bar.add_task(f"hook, {label}", total=total)
                 bar.update(tasks[label], completed=done)
 
-            result = run_hooks(prepared, seed=seed, prompts=prompts, mcp=mcp, progress=update)
+            result = run_hooks(
+                prepared,
+                seed=seed,
+                prompts=prompts,
+                mcp=mcp,
+                daemon=daemon,
+                claude_turns=claude_turns,
+                claude=find_claude(claude) if claude_turns else None,
+                progress=update,
+            )
     if json_out:
         print_json(result)
         return
@@ -242,6 +277,21 @@ def bench_hooks_cmd(
             str(r["printed"]),
             str(r["failures"]),
         )
+    alone = result["no_server_configured"]
+    if alone:
+        r = alone["later"]
+        table.add_row("first call, no server (starts the daemon)", f"{alone['first_ms']:.1f}",
+                      "-", "-", "-", str(alone["first_failures"]))  # fmt: skip
+        table.add_row(f"next {r['runs']} calls (daemon; {alone['later_in_process']} in-process)",
+                      f"{r['p50_ms']:.1f}", f"{r['p95_ms']:.1f}", f"{r['max_ms']:.1f}",
+                      str(r["printed"]), str(r["failures"]))  # fmt: skip
+    turns = result["claude_turn"]
+    if turns:
+        for label, key in (("without", "without_median_ms"), ("with", "with_median_ms")):
+            table.add_row(f"claude -p turn {label} hooks (median of {turns['turns']})",
+                          f"{turns[key]:.1f}", "-", "-", "-", "-")  # fmt: skip
+        table.add_row("claude -p turn, added by the hooks", f"{turns['added_median_ms']:.1f}",
+                      "-", "-", str(turns["requests_with_a_block"]), "-")  # fmt: skip
     if result["mcp"]:
         for tool in ("recall", "context_for_turn"):
             r = result["mcp"][tool]
@@ -260,3 +310,12 @@ def bench_hooks_cmd(
         f"{'met' if goals['server_p95_met'] else 'NOT met'}; cold <= {goals['cold_ms']:.0f} ms: "
         f"{'met' if goals['cold_p95_met'] else 'NOT met'} (p95)"
     )
+    for label, met, goal in (
+        ("no server configured, first call", "first_met", "first_ms"),
+        ("no server configured, later calls p95", "later_p95_met", "later_p95_ms"),
+        ("claude -p turn added (median)", "claude_added_met", "claude_added_ms"),
+    ):
+        if goals[met] is not None:
+            verdict = "met" if goals[met] else "NOT met"
+            err.print(f"goals: {label} <= {goals[goal]:.0f} ms: {verdict}")
+    err.print("(timings on a shared or loaded machine vary: compare runs of the same machine)")

@@ -173,7 +173,7 @@ class InjectRequest(_In):
     model_config = ConfigDict(
         json_schema_extra={
             "anyOf": [
-                {"required": ["text"]},
+                {"required": ["text"], "properties": {"text": {"type": "string"}}},
                 {"required": ["pinned_only"], "properties": {"pinned_only": {"const": True}}},
             ]
         }

@@ -1,9 +1,11 @@
-"""Fake model servers on 127.0.0.1 for the real coding assistants, recording every request:
+"""Fake model servers on 127.0.0.1 for the real coding assistants, recording every request
+(used by the real-client tests, ``tests/client_support.py``, and by ``memlane bench hooks``
+for the added latency of a Claude Code turn):
 Anthropic's Messages API (``POST /v1/messages``, streamed as Anthropic's SSE events or as one
 JSON answer) for Claude Code, and the Gemini API (``:streamGenerateContent`` as SSE,
 ``:generateContent``, ``:countTokens``) for Gemini CLI. Each answers with a short fixed text;
 the Gemini one can report a large prompt token count on chosen calls, which makes the real CLI
-compress its history on the next turn (its own threshold check)."""
+compress its history on its next turn in the same process (its own threshold check)."""
 
 from __future__ import annotations
 
@@ -37,7 +39,8 @@ class FakeModel:
     @property
     def url(self) -> str:
         host, port = self.server.server_address[:2]
-        return f"http://{host}:{port}"
+        name = host.decode() if isinstance(host, bytes) else str(host)
+        return f"http://{name}:{port}"
 
     def close(self) -> None:
         self.server.shutdown()
