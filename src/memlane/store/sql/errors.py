@@ -8,7 +8,7 @@ import functools
 import inspect
 import time
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 _C = TypeVar("_C", bound=type)
 _R = TypeVar("_R")
@@ -41,3 +41,24 @@ def _translated(method: Callable[..., _R]) -> Callable[..., _R]:
             raise
 
     return wrapper
+
+
+_P = ParamSpec("_P")
+
+
+def forward(
+    method: Callable[Concatenate[Any, _P], _R], part: str
+) -> Callable[Concatenate[Any, _P], _R]:
+    """A store method answered by one of its parts: ``name = forward(Part.name, "_part")`` in
+    the store's class body calls ``Part.name`` on the store's attribute ``_part``. The signature
+    (and its type, checked by mypy against the contract) is the part's, written once there; the
+    store's :func:`translating` translates its driver errors like any other public method's."""
+    name = method.__name__
+
+    def call(self: Any, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
+        result: _R = getattr(getattr(self, part), name)(*args, **kwargs)
+        return result
+
+    call.__name__ = call.__qualname__ = name
+    call.__doc__ = method.__doc__
+    return call

@@ -118,7 +118,9 @@ class Links:
                 ),
             )
 
-    def dedup_log(self, owner: str, decision: Decision | None, limit: int) -> list[DedupLogEntry]:
+    def dedup_log(
+        self, owner: str, *, decision: Decision | None = None, limit: int = 100
+    ) -> list[DedupLogEntry]:
         where, args = "owner = ?", [owner]
         if decision is not None:
             where += " AND decision = ?"
@@ -138,7 +140,7 @@ class Links:
             )
         return None if row is None else self.rows.entry(row)
 
-    def pending_review(self, owner: str, limit: int) -> list[DedupLogEntry]:
+    def pending_review(self, owner: str, *, limit: int = 100) -> list[DedupLogEntry]:
         with self.db.read() as q:
             rows = q.all(
                 f"SELECT {DEDUP_LOG_COLUMNS} FROM dedup_log WHERE owner = ? AND review_status = ? "

@@ -1,18 +1,23 @@
-"""The janitor's merge of a cluster, written once for every backend. Contract:
-:meth:`~memlane.store.base.MemoryStore.merge_memories` (what changes: :class:`~memlane.store.base.ClusterMerge`)."""
+"""The store's upkeep, written once for every backend: the janitor's merge of a cluster
+(:meth:`~memlane.store.base.MemoryStore.merge_memories`; what changes:
+:class:`~memlane.store.base.ClusterMerge`), and purge and restore (:mod:`.purge`) as the part
+:class:`Maintenance` the store forwards them to."""
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 
 from memlane._ids import utcnow
-from memlane.store.base import ClusterMerge
+from memlane.store.base import ClusterMerge, Vector
+from memlane.store.index_cache import IndexCache
 from memlane.store.metadata import merge_metadata
 from memlane.store.sql.database import Database
 from memlane.store.sql.links import Links
 from memlane.store.sql.memories import Memories, dumps
+from memlane.store.sql.purge import purge, restore
 from memlane.store.sql.rows import MEMORY_COLUMNS
-from memlane.types import ChangeReason, Memory, Status
+from memlane.types import ChangeReason, Memory, MemoryVersion, Status
 
 
 def merge_memories(
@@ -59,3 +64,22 @@ def merge_memories(
         row = q.one(f"SELECT {MEMORY_COLUMNS} FROM memories WHERE num = ?", (num,))
         assert row is not None
         return memories.rows.memory(row)
+
+
+class Maintenance:
+    """Merge, purge and restore over one :class:`Database` (the contract's upkeep methods)."""
+
+    def __init__(self, db: Database, memories: Memories, links: Links, cache: IndexCache) -> None:
+        self.db = db
+        self.memories = memories
+        self.links = links
+        self.cache = cache
+
+    def merge_memories(self, owner: str, merge: ClusterMerge) -> Memory:
+        return merge_memories(self.db, self.memories, self.links, owner, merge)
+
+    def purge(self, owner: str, memory_ids: Sequence[str] | None = None) -> int:
+        return purge(self.db, self.cache, owner, memory_ids)
+
+    def restore(self, memory: Memory, history: Sequence[MemoryVersion], embedding: Vector) -> None:
+        restore(self.db, self.memories, memory, history, embedding)

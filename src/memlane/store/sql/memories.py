@@ -111,7 +111,7 @@ class Memories:
         return self.rows.memory(row[0])
 
     # ------------------------------------------------------------------ reads
-    def get(self, owner: str, memory_id: str, agent: str | None) -> Memory | None:
+    def get(self, owner: str, memory_id: str, *, agent: str | None = None) -> Memory | None:
         where, args = scope_sql(owner, agent)
         with self.db.read() as q:
             found = self.fetch(q, f"id = ? AND {where}", [memory_id, *args])
@@ -142,7 +142,13 @@ class Memories:
             return self.vectors.nearest(q, owner, agent, vector, k)
 
     def list_memories(
-        self, owner: str, agent: str | None, type: MemoryType | None, limit: int, status: Status
+        self,
+        owner: str,
+        *,
+        agent: str | None = None,
+        type: MemoryType | None = None,
+        limit: int = 100,
+        status: Status = Status.ACTIVE,
     ) -> list[Memory]:
         where, args = scope_sql(owner, agent)
         where += " AND status = ?"
@@ -167,7 +173,7 @@ class Memories:
             )
         return [self.rows.version(r) for r in rows]
 
-    def count(self, owner: str | None) -> int:
+    def count(self, owner: str | None = None) -> int:
         sql, args = "SELECT count(*) FROM memories WHERE status = 'active'", []
         if owner is not None:
             sql, args = sql + " AND owner = ?", [owner]
@@ -184,7 +190,7 @@ class Memories:
             )
         return [(str(r[0]), r[1], int(r[2])) for r in rows]
 
-    def counts(self, owner: str | None) -> list[tuple[str, str, str, int]]:
+    def counts(self, owner: str | None = None) -> list[tuple[str, str, str, int]]:
         sql, args = "SELECT owner, type, status, count(*) FROM memories", []
         if owner is not None:
             sql, args = sql + " WHERE owner = ?", [owner]
@@ -239,6 +245,10 @@ class Memories:
             sql += " AND created_at > ?"
             args.append(self.db.dialect.time_in(since))
         return {r[0] for r in q.all(sql, args)}
+
+    def session_memory_ids(self, owner: str, session: str, since: datetime | None) -> set[str]:
+        with self.db.read() as q:
+            return self.session_ids(q, owner, session, since)
 
     @staticmethod
     def since_reset_sql(owner: str, session: str) -> tuple[str, list[Any]]:
@@ -312,7 +322,11 @@ class Memories:
             return self.rows.memory(row)
 
     def confirm(
-        self, owner: str, memory_id: str, provenance: Mapping[str, Any], importance: float | None
+        self,
+        owner: str,
+        memory_id: str,
+        provenance: Mapping[str, Any],
+        importance: float | None = None,
     ) -> Memory:
         d = self.db.dialect
         with self.db.write() as q:

@@ -161,7 +161,7 @@ class Sessions:
                 (owner, session, int(count), self.db.dialect.time_in(utcnow())),
             )
 
-    def sessions(self, owner: str, limit: int) -> list[dict[str, Any]]:
+    def sessions(self, owner: str, limit: int = 200) -> list[dict[str, Any]]:
         """``owner``'s sessions, most recently used first (see the contract)."""
         d = self.db.dialect
         with self.db.read() as q:
@@ -183,7 +183,7 @@ class Sessions:
             for r in rows
         ]
 
-    def injection_events(self, owner: str, session: str, limit: int) -> list[dict[str, Any]]:
+    def injection_events(self, owner: str, session: str, limit: int = 50) -> list[dict[str, Any]]:
         d = self.db.dialect
         with self.db.read() as q:
             rows = q.all(

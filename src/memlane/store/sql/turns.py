@@ -1,7 +1,7 @@
 """An injection turn's store work in whole steps (written once for every backend): what the
-injection reads before its search (:meth:`Turns.context`), the start of the turn's write
-transaction with everything the selection needs (:meth:`Turns.start`), and what the turn
-recorded (:meth:`Turns.finish`). Each step is one round trip on a backend that pipelines
+injection reads before its search (:meth:`Turns.turn_context`), the start of the turn's write
+transaction with everything the selection needs (:meth:`Turns.start_turn`), and what the turn
+recorded (:meth:`Turns.finish_turn`). Each step is one round trip on a backend that pipelines
 (PostgreSQL: its statements travel together; ``BEGIN`` with the start, ``COMMIT`` with the
 record); on SQLite, a few statements in process. Contracts:
 :meth:`~memlane.store.base.MemoryStore.turn_context` and the two after it.
@@ -26,7 +26,7 @@ class Turns:
         self.sessions = sessions
         self.memories = memories
 
-    def context(
+    def turn_context(
         self, owner: str, session: str, agent: str | None, pinned: PinnedQuery | None
     ) -> TurnContext:
         """The session's state, its memories since the last reset and the pinned memories:
@@ -47,8 +47,10 @@ class Turns:
             pinned=[self.memories.rows.memory(r) for r in rows[2]] if len(rows) > 2 else [],
         )
 
-    def start(self, owner: str, session: str, depth: int, candidates: Sequence[str]) -> TurnStart:
-        """In the open write transaction: advance the session's turn (and prune), then read its
+    def start_turn(
+        self, owner: str, session: str, depth: int, candidates: Sequence[str]
+    ) -> TurnStart:
+        """In the open write transaction (or its own): advance the session's turn (and prune), then read its
         state, its memories since the last reset, and the embeddings of the memories it has
         injected and of ``candidates``: one batch."""
         d = self.db.dialect
@@ -65,7 +67,7 @@ class Turns:
             vector_sql += f" OR {cond}"
             args.extend(more)
         vector_sql += ")"
-        with self.db.write() as q:
+        with self.db.transaction(), self.db.write() as q:
             rows = q.batch(
                 [
                     *self.sessions.advance_sql(owner, session, depth),
@@ -83,7 +85,7 @@ class Turns:
             vectors=vectors,
         )
 
-    def finish(
+    def finish_turn(
         self,
         owner: str,
         session: str,
@@ -92,8 +94,9 @@ class Turns:
         event: Mapping[str, Any],
     ) -> None:
         """Record what ``turn`` injected (deferred to the commit) and count the injected
-        memories' accesses (buffered)."""
-        with self.db.write() as q:
-            self.sessions.record(q, owner, session, turn, memory_ids, event)
-        if memory_ids:
-            self.db.record_access(owner, memory_ids)
+        memories' accesses (buffered), in the open write transaction or its own."""
+        with self.db.transaction():
+            with self.db.write() as q:
+                self.sessions.record(q, owner, session, turn, memory_ids, event)
+            if memory_ids:
+                self.db.record_access(owner, memory_ids)
