@@ -41,7 +41,7 @@ from memlane._text import STOP_WORDS, words
 from memlane.config import RetrievalSettings
 from memlane.embeddings.cache import Embeddings
 from memlane.errors import InvalidArgument
-from memlane.store.base import MemoryStore, Vector
+from memlane.store.base import MemoryStore, SearchReads, SearchStep, Vector
 from memlane.types import Memory, MemoryType, SearchHit, Status, parse_type
 
 MODES = ("hybrid", "vector", "fts")
@@ -81,6 +81,7 @@ class Retriever:
         mode: str | Recipe = "hybrid",
         record_access: bool = True,
         include_inactive: bool = False,
+        step: SearchStep | None = None,
     ) -> list[SearchHit]:
         """Search ``owner``'s memories (``agent``'s and shared ones, when given) for ``query``;
         at most ``limit`` hits, best first.
@@ -92,7 +93,10 @@ class Retriever:
         ``mode``: ``hybrid`` (all legs), ``vector`` or ``fts`` (one leg, for baselines), or a
         :class:`Recipe` (the replay's side-by-side runs);
         ``record_access=False`` leaves access counts alone (injection records only what it
-        injects). Raises :class:`InvalidArgument` for an empty query, a bad mode, limit or type.
+        injects). ``step``: the store's search step of this scope when the caller started it
+        (the injection reads its turn's context in the step's first round trip); else one is
+        started here (:meth:`~memlane.store.base.MemoryStore.search_step`: a search in two round
+        trips). Raises :class:`InvalidArgument` for an empty query, a bad mode, limit or type.
         """
         return _search(
             self.store,
@@ -106,6 +110,7 @@ class Retriever:
             mode=mode,
             record_access=record_access,
             include_inactive=include_inactive,
+            step=step,
         )
 
 
@@ -170,9 +175,9 @@ RECIPES: dict[str, Recipe] = {
 
 @dataclass(slots=True)
 class _Query:
-    """One search's inputs, shared by the legs."""
+    """One search's inputs, shared by the legs (``store``: the search step's reads)."""
 
-    store: MemoryStore
+    store: SearchReads
     cfg: RetrievalSettings
     text: str
     qvec: Vector
@@ -266,6 +271,7 @@ def _search(
     mode: str | Recipe,
     record_access: bool,
     include_inactive: bool = False,
+    step: SearchStep | None = None,
 ) -> list[SearchHit]:
     if not isinstance(query, str) or not query.strip():
         raise InvalidArgument("query is empty: give some text to search for")
@@ -284,6 +290,16 @@ def _search(
     legs = list(recipe.legs)
     if include_inactive and "vector" in legs:
         legs.append("expired")
+    # The ranked legs and their hits' rows in the step's second round trip (same results).
+    q.store = step = step or store.search_step(owner, agent)
+    fts_depth = cfg.fts_candidates or q.depth
+    step.prepare(
+        q.qvec,
+        q.depth if "vector" in legs else 0,
+        query,
+        fts_depth if "fts" in legs else 0,
+        type_set,
+    )
     ranks: dict[str, dict[str, int]] = {}
     cosine: dict[str, float] = {}
     for leg in legs:
@@ -300,7 +316,7 @@ def _search(
     scores = {mid: _rrf(r, weights, cfg.rrf_k) * factor.get(mid, 1.0) for mid, r in ranks.items()}
     nearby: dict[str, float] = {}
     if recipe.expand and cfg.neighbour_seeds and cfg.neighbour_weight > 0:
-        nearby = _neighbours_in_time(store, owner, scores, cfg)
+        nearby = _neighbours_in_time(q.store, owner, scores, cfg)
         for rank, mid in enumerate(_by_score(nearby), start=1):
             ranks[mid] = {"neighbour": rank}
             scores[mid] = nearby[mid]
@@ -313,7 +329,7 @@ def _search(
 
     missing = [mid for mid in ranks if mid not in cosine]
     if missing:
-        cosine.update(store.cosines(owner, missing, q.qvec))
+        cosine.update(q.store.cosines(owner, missing, q.qvec))
     allowed = (Status.ACTIVE, Status.SUPERSEDED) if include_inactive else (Status.ACTIVE,)
     hits = _read_hits(q, ranks, scores, cosine, limit, recipe.floor, allowed, known)
     if record_access and hits:
@@ -393,7 +409,7 @@ def _long_memories(q: _Query, ids: list[str]) -> tuple[dict[str, Memory], dict[s
 
 
 def _neighbours_in_time(
-    store: MemoryStore, owner: str, scores: dict[str, float], cfg: RetrievalSettings
+    store: SearchReads, owner: str, scores: dict[str, float], cfg: RetrievalSettings
 ) -> dict[str, float]:
     """The memories written just before and just after each of the top ``neighbour_seeds``
     fused hits in the same session (a conversation's observations are written in order, and a

@@ -38,7 +38,7 @@ from memlane.injection.agree import NearPairs
 from memlane.injection.sessions import check_session, injected_within
 from memlane.injection.trivial import is_trivial
 from memlane.retrieval import Retriever, query_terms
-from memlane.store.base import MemoryStore, PinnedQuery, TurnStart
+from memlane.store.base import MemoryStore, PinnedQuery, TurnQuery, TurnStart
 from memlane.types import InjectedItem, Injection, Memory, PinnedSort
 
 log = logging.getLogger("memlane.injection")
@@ -230,12 +230,15 @@ class Injector:
 
         # How many more search hits to take so that `search_limit` remain after step 4 (an
         # estimate from the state before the search; step 4 uses the state at selection time).
-        # One step: the session's state and memories, and the pinned memories.
+        # One round trip: the session's state and memories, and the pinned memories, with the
+        # search's first (its caches caught up): the search step the retriever goes on with.
         pinned_query = None
         if cfg.ambient_enabled and cfg.pinned_types:
             sort = PinnedSort(cfg.pinned_sort)
             pinned_query = PinnedQuery(cfg.pinned_types, cfg.pinned_limit, sort)
-        context = store.turn_context(owner, session, agent, pinned_query)
+        step = store.search_step(owner, agent, TurnQuery(session, pinned_query))
+        context = step.context
+        assert context is not None  # asked with a turn
         same_session = context.same_session | set(known)
         pinned_pool = [(m, m.importance) for m in context.pinned]
         query = build_query(text, recent, cfg)
@@ -245,6 +248,7 @@ class Injector:
             agent=agent,
             limit=min(cfg.search_limit + len(same_session), 1000),
             record_access=False,
+            step=step,
         )
         contextual_pool = [(h.memory, h.score) for h in hits]
 

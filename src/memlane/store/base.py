@@ -50,6 +50,7 @@ from memlane.store.records import (
     PinnedQuery,
     ScoredId,
     TurnContext,
+    TurnQuery,
     TurnStart,
     Vector,
 )
@@ -78,10 +79,76 @@ __all__ = [
     "NewMemory",
     "PinnedQuery",
     "ScoredId",
+    "SearchReads",
+    "SearchStep",
     "TurnContext",
+    "TurnQuery",
     "TurnStart",
     "Vector",
 ]
+
+
+class SearchReads(Protocol):
+    """The reads one search makes (:mod:`memlane.retrieval`): :class:`MemoryStore` has them,
+    and so has a :class:`SearchStep`, which answers them from what its two round trips read
+    and asks the store for the rest."""
+
+    def vector_search(
+        self,
+        owner: str,
+        agent: str | None,
+        vector: Vector,
+        k: int,
+        types: Collection[MemoryType] | None = None,
+    ) -> list[ScoredId]: ...
+    def fts_search(
+        self,
+        owner: str,
+        agent: str | None,
+        query: str,
+        k: int,
+        types: Collection[MemoryType] | None = None,
+    ) -> list[ScoredId]: ...
+    def get_many(self, owner: str, ids: Sequence[str]) -> dict[str, Memory]: ...
+    def cosines(self, owner: str, ids: Sequence[str], vector: Vector) -> dict[str, float]: ...
+    def neighbours(self, owner: str, ids: Sequence[str]) -> list[Association]: ...
+    def session_memory_ids(self, owner: str, session: str, since: datetime | None) -> set[str]: ...
+    def list_memories(
+        self,
+        owner: str,
+        *,
+        agent: str | None = None,
+        type: MemoryType | None = None,
+        limit: int = 100,
+        status: Status = Status.ACTIVE,
+    ) -> list[Memory]: ...
+    def record_access(self, owner: str, ids: Sequence[str]) -> None: ...
+
+
+class SearchStep(SearchReads, Protocol):
+    """One search of one scope in two round trips (:meth:`MemoryStore.search_step`): the first
+    (made when the step is created) catches the search caches up and reads the injection
+    turn's context; :meth:`prepare` makes the second: the vector leg and the rows and
+    embeddings of every hit of both legs. The search's later reads of those hits (``get_many``,
+    ``cosines``, and the legs themselves when asked with the prepared arguments) are answered
+    from what it read; anything else goes to the store. Results are the store's own: the same
+    hits, scores and rows as asking the store directly."""
+
+    #: The turn's context (:meth:`MemoryStore.turn_context`), or ``None`` without a turn.
+    context: TurnContext | None
+
+    def prepare(
+        self,
+        vector: Vector,
+        k: int,
+        text: str,
+        fts_k: int,
+        types: Collection[MemoryType] | None = None,
+    ) -> None:
+        """The second round trip: ``vector_search(owner, agent, vector, k, types)`` and
+        ``fts_search(owner, agent, text, fts_k, types)`` (a leg with ``k`` 0 is not run) and
+        the rows and embeddings of their hits."""
+        ...
 
 
 class MemoryStore(Protocol):
@@ -346,6 +413,16 @@ class MemoryStore(Protocol):
     def injection_events(self, owner: str, session: str, limit: int = 50) -> list[dict[str, Any]]:
         """The session's latest injection events, newest first (``turn``, ``memory_ids``,
         ``skipped``, ``elapsed_ms``, ``created_at``)."""
+        ...
+
+    def search_step(
+        self, owner: str, agent: str | None, turn: TurnQuery | None = None
+    ) -> SearchStep:
+        """Start one search of ``owner``'s scope (``agent``: as :meth:`vector_search`) as a
+        :class:`SearchStep`: its first round trip catches the search caches up with the feed
+        and, with ``turn``, reads :meth:`turn_context`'s context in the same trip. A search is
+        then two round trips (plus one per session when the neighbour leg expands hits learned
+        in sessions). Inside a write transaction the step reads as the store's methods do."""
         ...
 
     # --- an injection turn in whole steps ----------------------------------------------------

@@ -51,6 +51,10 @@ class RowRef(NamedTuple):
     active: bool
 
 
+#: Reads the :class:`RowRef` of an owner's rows by key (:meth:`ChangeFeed.row_refs`' shape).
+RefReader = Callable[[str, Sequence[int]], dict[int, "RowRef"]]
+
+
 class ChangeFeed(Protocol):
     """What a backend gives the cache. ``key`` is the backend's integer row key (SQLite: ``num``),
     the key of both indexes. All calls are reads of one owner's rows only."""
@@ -112,20 +116,24 @@ class IndexCache:
         self._load_text = load_text or self.load_text_file
 
     # ------------------------------------------------------------------ indexes
-    def vector(self, owner: str) -> OwnerIndex:
-        """``owner``'s vector index (loaded or built on first use), caught up with the feed."""
+    def vector(self, owner: str, *, catch_up: bool = True) -> OwnerIndex:
+        """``owner``'s vector index (loaded or built on first use), caught up with the feed
+        (``catch_up=False``: as it is, for a caller that applies the changes itself)."""
         index = self.vectors.get(owner)
         if index is None:
             index = self.vectors[owner] = self._load_vector(owner) or OwnerIndex(self.dimension)
-        index.apply(*self.feed.vector_changes(owner, index.watermark))
+        if catch_up:
+            index.apply(*self.feed.vector_changes(owner, index.watermark))
         return index
 
-    def text(self, owner: str) -> TextIndex:
-        """``owner``'s BM25 index (loaded or built on first use), caught up with the feed."""
+    def text(self, owner: str, *, catch_up: bool = True) -> TextIndex:
+        """``owner``'s BM25 index (loaded or built on first use), caught up with the feed
+        (``catch_up=False``: as it is)."""
         index = self.texts.get(owner)
         if index is None:
             index = self.texts[owner] = self._load_text(owner) or TextIndex()
-        index.apply(*self.feed.text_changes(owner, index.watermark))
+        if catch_up:
+            index.apply(*self.feed.text_changes(owner, index.watermark))
         return index
 
     def note_pending(self, owner: str, key: int, agent: str | None, vector: Vector) -> None:
@@ -227,20 +235,25 @@ class IndexCache:
         vector: Vector,
         k: int,
         types: Collection[MemoryType] | None = None,
+        *,
+        refs: RefReader | None = None,
+        catch_up: bool = True,
     ) -> list[ScoredId]:
         """Top ``k`` active memories of the scope (``agent=None``: all the owner's; else that
         agent's and shared ones), of ``types`` when given, by cosine, best first. Asks the index
         for ``3k`` when filtering, then 4 times more while other agents' or types' rows crowd
-        the scope out."""
+        the scope out. ``refs``: where the hits' rows are read (default: the feed's
+        ``row_refs``); ``catch_up=False``: the caller caught the index up."""
         wanted = None if not types else {MemoryType(t).value for t in types}
-        index = self.vector(owner)
+        index = self.vector(owner, catch_up=catch_up)
+        read = refs or self.feed.row_refs
         over = k * 3 if agent is not None or wanted else k
         while True:
             found = index.search(vector, over)
-            refs = self.feed.row_refs(owner, [key for key, _ in found])
+            refs_found = read(owner, [key for key, _ in found])
             out: list[ScoredId] = []
             for key, cos in found:
-                ref = refs.get(key)
+                ref = refs_found.get(key)
                 if ref is None or not ref.active:
                     continue
                 if agent is not None and ref.agent not in (None, agent):
@@ -258,17 +271,40 @@ class IndexCache:
         query: str,
         k: int,
         types: Collection[MemoryType] | None = None,
+        *,
+        refs: RefReader | None = None,
+        catch_up: bool = True,
     ) -> list[ScoredId]:
         """Top ``k`` memories of the scope (of ``types`` when given) by BM25 over the first
         :data:`MAX_QUERY_TERMS` terms of ``query`` (plain text), best first; ``[]`` when the
         query has no content word. The BM25 index filters scope and type itself: no
-        over-fetch."""
+        over-fetch. ``refs``, ``catch_up``: as :meth:`vector_search`'s."""
+        return self.fts_resolve(
+            owner, self.fts_hits(owner, agent, query, k, types, catch_up=catch_up), refs
+        )
+
+    def fts_hits(
+        self,
+        owner: str,
+        agent: str | None,
+        query: str,
+        k: int,
+        types: Collection[MemoryType] | None = None,
+        *,
+        catch_up: bool = True,
+    ) -> list[tuple[int, float]]:
+        """:meth:`fts_search`'s hits as ``(key, score)``, before their rows are read."""
         terms = tokens(query)[:MAX_QUERY_TERMS]
         if not terms or k <= 0:
             return []
         wanted = None if not types else [MemoryType(t).value for t in types]
-        hits = self.text(owner).search(terms, k, agent, wanted)
+        return self.text(owner, catch_up=catch_up).search(terms, k, agent, wanted)
+
+    def fts_resolve(
+        self, owner: str, hits: list[tuple[int, float]], refs: RefReader | None = None
+    ) -> list[ScoredId]:
+        """:meth:`fts_hits`' hits as ids (rows read by ``refs``, default the feed's)."""
         if not hits:
             return []
-        refs = self.feed.row_refs(owner, [key for key, _ in hits])
-        return [ScoredId(refs[key].id, score) for key, score in hits if key in refs]
+        found = (refs or self.feed.row_refs)(owner, [key for key, _ in hits])
+        return [ScoredId(found[key].id, score) for key, score in hits if key in found]

@@ -133,6 +133,16 @@ class TurnContext:
 
 
 @dataclass(frozen=True, slots=True)
+class TurnQuery:
+    """An injection turn's reads that travel with its search's first step
+    (:meth:`MemoryStore.search_step`): the ``session`` and the ``pinned`` memories asked for
+    (``None``: none), as :meth:`MemoryStore.turn_context` takes them."""
+
+    session: str
+    pinned: PinnedQuery | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class TurnStart:
     """What :meth:`MemoryStore.start_turn` returns: the session's ``state`` with the new turn,
     ``same_session`` (as :class:`TurnContext`'s, read again in the transaction), and

@@ -43,8 +43,8 @@ from memlane.errors import StoreError
 from memlane.store.base import ScoredId, Vector
 from memlane.store.postgres.connect import configure
 from memlane.store.postgres.errors import translate
-from memlane.store.sql.database import AccessBuffer
-from memlane.store.sql.dialect import PgDialect, Q
+from memlane.store.sql.database import AccessBuffer, VectorAsk
+from memlane.store.sql.dialect import PgDialect, Q, observe
 from memlane.store.sql.memories import Memories, exact_agent_sql, scope_sql
 from memlane.store.sql.rows import MEMORY_COLUMNS
 from memlane.types import Memory, MemoryType
@@ -182,8 +182,7 @@ class PostgresDatabase:
             if q.pending == [("BEGIN", None)]:
                 q.pending.clear()  # nothing ran: nothing to send
             else:
-                q.pending.append(("COMMIT", None))
-                q.flush()
+                self._commit(q)
         except BaseException as exc:
             q.pending.clear()
             with contextlib.suppress(psycopg.Error):
@@ -230,32 +229,8 @@ class PostgresDatabase:
         keys = sorted(taken)
         try:
             with self.pool.connection() as conn:
-                done = Q(conn, self.dialect).all(
-                    "WITH v AS (SELECT * FROM unnest(?::text[], ?::text[], ?::bigint[], "
-                    "?::timestamptz[]) AS v(owner, id, c, ts)), "
-                    # "m.id = ANY(...)": the planner cannot size unnest() and joined it
-                    # to a scan of every memory (13.8 ms a flush at 20,000 memories, one
-                    # flush per injection turn); the ids read through their index instead
-                    "free AS (SELECT m.num, v.c, v.ts FROM memories m JOIN v "
-                    "ON m.id = v.id AND m.owner = v.owner WHERE m.id = ANY(?::text[]) "
-                    "ORDER BY m.num "
-                    f"FOR UPDATE OF m {'' if force else 'SKIP LOCKED'}) "
-                    "UPDATE memories m SET access_count = m.access_count + free.c, "
-                    "last_accessed_at = GREATEST(m.last_accessed_at, free.ts) FROM free "
-                    "WHERE m.num = free.num RETURNING m.owner, m.id",
-                    (
-                        [o for o, _ in keys],
-                        [i for _, i in keys],
-                        [taken[k][0] for k in keys],
-                        [taken[k][1] for k in keys],
-                        [i for _, i in keys],
-                    ),
-                )
-                for key in done:
-                    taken.pop(tuple(key), None)  # type: ignore[arg-type]
-                for key in keys:  # ids that are not (or no longer) the owner's: dropped
-                    if key in taken and not _exists(conn, key):
-                        taken.pop(key)
+                done = Q(conn, self.dialect).all(*_flush_sql(taken, keys, force))
+                self._settle(conn, taken, keys, done)
         except psycopg.Error as exc:
             if getattr(exc, "sqlstate", None) == "25006":  # a read replica: counts stay there
                 taken.clear()
@@ -263,6 +238,54 @@ class PostgresDatabase:
                 raise
         finally:
             self._access.put_back(taken)  # rows another writer had locked: next time
+
+    def _settle(
+        self,
+        conn: psycopg.Connection[Any],
+        taken: dict[tuple[str, str], tuple[int, Any]],
+        keys: Sequence[tuple[str, str]],
+        done: Sequence[Sequence[Any]],
+    ) -> None:
+        """Drop from ``taken`` the counts a flush wrote (``done``: its ``(owner, id)`` rows) and
+        those of ids that are not (or no longer) the owner's; what is left was locked by
+        another writer and goes back to the buffer."""
+        for key in done:
+            taken.pop(tuple(key), None)  # type: ignore[arg-type]
+        for key in keys:  # ids that are not (or no longer) the owner's: dropped
+            if key in taken and not _exists(conn, key):
+                taken.pop(key)
+
+    def _commit(self, q: Q) -> None:
+        """Send the transaction's deferred writes and ``COMMIT`` in one round trip, with the
+        access counts due (:meth:`_flush`'s statement) after the ``COMMIT`` in the same trip:
+        outside the transaction (autocommit, ``SKIP LOCKED``), so it never widens the
+        transaction's locks, and the turn that recorded them costs no trip of its own. When
+        only that statement fails (after a successful ``COMMIT``), its counts go back to the
+        buffer and the transaction stands; any other error is the transaction's."""
+        taken = self._access.take(due=True)
+        keys = sorted(taken)
+        todo = [*q.pending, ("COMMIT", None)]
+        q.pending.clear()
+        if taken:
+            todo.append(_flush_sql(taken, keys, False))
+        cursors: list[Any] = []
+        try:
+            try:
+                with q.conn.pipeline():
+                    for sql, args in todo:
+                        cursors.append(self.dialect.execute(q.conn, sql, args, False))
+            finally:
+                observe(self.dialect, len(todo))
+            if taken:
+                self._settle(q.conn, taken, keys, cursors[-1].fetchall())
+        except psycopg.Error:
+            committed = (
+                taken and len(cursors) == len(todo) and cursors[-2].statusmessage == "COMMIT"
+            )
+            if not committed:
+                raise
+        finally:
+            self._access.put_back(taken)
 
     # ------------------------------------------------------------------ the rest
     def translate(self, exc: BaseException, operation: str, waited_s: float) -> Exception:
@@ -295,6 +318,35 @@ class PostgresDatabase:
         self.pool.close()
 
 
+def _flush_sql(
+    taken: dict[tuple[str, str], tuple[int, Any]], keys: Sequence[tuple[str, str]], force: bool
+) -> tuple[str, Any]:
+    """The statement that adds the buffered access counts ``taken`` (``keys``: its keys in
+    order) to their rows, returning the ``(owner, id)`` of the rows written; without ``force``
+    it skips rows another writer has locked."""
+    sql = (
+        "WITH v AS (SELECT * FROM unnest(?::text[], ?::text[], ?::bigint[], "
+        "?::timestamptz[]) AS v(owner, id, c, ts)), "
+        # "m.id = ANY(...)": the planner cannot size unnest() and joined it
+        # to a scan of every memory (13.8 ms a flush at 20,000 memories, one
+        # flush per injection turn); the ids read through their index instead
+        "free AS (SELECT m.num, v.c, v.ts FROM memories m JOIN v "
+        "ON m.id = v.id AND m.owner = v.owner WHERE m.id = ANY(?::text[]) "
+        "ORDER BY m.num "
+        f"FOR UPDATE OF m {'' if force else 'SKIP LOCKED'}) "
+        "UPDATE memories m SET access_count = m.access_count + free.c, "
+        "last_accessed_at = GREATEST(m.last_accessed_at, free.ts) FROM free "
+        "WHERE m.num = free.num RETURNING m.owner, m.id"
+    )
+    return sql, (
+        [o for o, _ in keys],
+        [i for _, i in keys],
+        [taken[k][0] for k in keys],
+        [taken[k][1] for k in keys],
+        [i for _, i in keys],
+    )
+
+
 def _exists(conn: psycopg.Connection[Any], key: tuple[str, str]) -> bool:
     row = conn.execute(
         "SELECT 1 FROM memories WHERE owner = %s AND id = %s", (key[0], key[1])
@@ -307,6 +359,8 @@ class SqlLeg:
     (``vector_cosine_ops``, ``hnsw.ef_search`` from ``[store]``, ``hnsw.iterative_scan =
     relaxed_order`` so that the owner, agent and type filters never leave fewer than ``k`` rows).
     :meth:`nearest` runs on the transaction's connection, so it sees the transaction's rows."""
+
+    in_process = False
 
     def __init__(self, db: PostgresDatabase, memories: Memories) -> None:
         self._db = db
@@ -335,20 +389,28 @@ class SqlLeg:
         k: int,
         types: Collection[MemoryType] | None,
     ) -> list[ScoredId]:
-        where, args = scope_sql(owner, agent)
-        if types:
-            where += " AND type = ANY(?::text[])"
-            args.append(sorted({MemoryType(t).value for t in types}))
-        v = np.asarray(vector, dtype=np.float32)
         with self._db.committed() as q:
-            rows = q.all(
-                f"SELECT id, embedding <=> ? FROM memories WHERE {where} AND status = 'active' "
-                "ORDER BY embedding <=> ? LIMIT ?",
-                [v, *args, v, int(k)],
-            )
+            rows = q.all(*self._sql(VectorAsk(owner, agent, vector, k, types), "id"))
         hits = [ScoredId(r[0], 1.0 - float(r[1])) for r in rows]
         hits.sort(key=lambda h: -h.score)
         return hits
+
+    def search_sql(self, ask: VectorAsk) -> tuple[str, list[Any]]:
+        return self._sql(ask, f"{MEMORY_COLUMNS}, embedding")
+
+    @staticmethod
+    def _sql(ask: VectorAsk, columns: str) -> tuple[str, list[Any]]:
+        """The HNSW query of ``ask`` returning ``columns`` and the cosine distance."""
+        where, args = scope_sql(ask.owner, ask.agent)
+        if ask.types:
+            where += " AND type = ANY(?::text[])"
+            args.append(sorted({MemoryType(t).value for t in ask.types}))
+        v = np.asarray(ask.vector, dtype=np.float32)
+        return (
+            f"SELECT {columns}, embedding <=> ? FROM memories WHERE {where} "
+            "AND status = 'active' ORDER BY embedding <=> ? LIMIT ?",
+            [v, *args, v, int(ask.k)],
+        )
 
     def written(self, owner: str, num: int, agent: str | None, vector: Vector) -> None:
         """Nothing: the SQL leg reads the rows themselves."""

@@ -9,7 +9,7 @@ import threading
 import time
 from collections.abc import Collection, Sequence
 from contextlib import AbstractContextManager
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from memlane.store.base import ScoredId, Vector
 from memlane.store.sql.dialect import Dialect, Q
@@ -116,8 +116,28 @@ class Database(Protocol):
         ...
 
 
+class VectorAsk(NamedTuple):
+    """One vector search: :meth:`~memlane.store.base.MemoryStore.vector_search`'s arguments."""
+
+    owner: str
+    agent: str | None
+    vector: Vector
+    k: int
+    types: Collection[MemoryType] | None
+
+
 class VectorLeg(Protocol):
     """The backend's nearest-neighbour search over ``memories.embedding``."""
+
+    #: Whether it searches in process (the search caches' ANN index) rather than in SQL.
+    in_process: bool
+
+    def search_sql(self, ask: VectorAsk) -> tuple[str, list[Any]] | None:
+        """:meth:`search` as one statement for a batch, whose rows are a memory row
+        (:data:`~memlane.store.sql.rows.MEMORY_COLUMNS`), its embedding and its cosine distance,
+        nearest first (near-sorted); ``None`` for a leg that searches in process (the caller
+        then uses the search caches)."""
+        ...
 
     def nearest(
         self, q: Q, owner: str, agent: str | None, vector: Vector, k: int

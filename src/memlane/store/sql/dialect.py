@@ -176,13 +176,16 @@ def _pg_sql(text: str) -> str:
 
 
 #: Observers of the store's traffic: each is called with ``(backend, statements)`` once per
-#: round trip to the database (SQLite: each call into the library; PostgreSQL: each exchange
-#: with the server, however many statements it carries). For tests and benchmarks that count
+#: round trip to the database (PostgreSQL: each exchange with the server, however many
+#: statements it carries; SQLite, in process: each statement, except that a batch
+#: (:meth:`Q.batch`: statements the store runs one after the other under one hold of its lock,
+#: with no work of the caller between them) counts as one, like PostgreSQL's pipeline). For tests and benchmarks that count
 #: what a turn costs; empty (no cost) otherwise.
 OBSERVERS: list[Callable[[str, int], None]] = []
 
 
-def _observe(dialect: Dialect, statements: int) -> None:
+def observe(dialect: Dialect, statements: int) -> None:
+    """Tell the :data:`OBSERVERS` of one round trip carrying ``statements``."""
     for observer in OBSERVERS:
         observer(dialect.name, statements)
 
@@ -209,10 +212,10 @@ class Q:
     def _cursor(self, sql: str, args: Sequence[Any] | None, binary: bool) -> Any:
         if self.pending:
             cursors = self.dialect.batch(self.conn, [*self.pending, (sql, args)], binary)
-            _observe(self.dialect, len(self.pending) + 1)
+            observe(self.dialect, len(self.pending) + 1)
             self.pending.clear()
             return cursors[-1]
-        _observe(self.dialect, 1)
+        observe(self.dialect, 1)
         return self.dialect.execute(self.conn, sql, args, binary)
 
     def all(
@@ -240,7 +243,7 @@ class Q:
             self.batch([(sql, row) for row in rows])
             return
         self.flush()
-        _observe(self.dialect, len(rows))
+        observe(self.dialect, len(rows))
         self.dialect.executemany(self.conn, sql, rows)
 
     def batch(
@@ -250,16 +253,17 @@ class Q:
         rows of each (``[]`` for a statement that returns none)."""
         if not statements:
             return []
-        if not self.dialect.pipelines:
+        if not self.dialect.pipelines:  # in process: one call of the store, one "trip"
             out: list[list[Sequence[Any]]] = []
             for sql, args in statements:
-                cursor = self._cursor(sql, args, False)
+                cursor = self.dialect.execute(self.conn, sql, args, False)
                 out.append(list(cursor.fetchall()) if cursor.description else [])
+            observe(self.dialect, len(statements))
             return out
         todo = [*self.pending, *statements]
         self.pending.clear()
         cursors = self.dialect.batch(self.conn, todo, False)
-        _observe(self.dialect, len(todo))
+        observe(self.dialect, len(todo))
         out = [list(c.fetchall()) if c.description else [] for c in cursors]
         return out[len(todo) - len(statements) :]
 
@@ -270,10 +274,17 @@ class Q:
         else:
             self.run(sql, args)
 
+    def defer_all(self, statements: Sequence[tuple[str, Sequence[Any] | None]]) -> None:
+        """:meth:`defer` each of ``statements``; elsewhere they run at once as one batch."""
+        if self.dialect.pipelines:
+            self.pending.extend(statements)
+        else:
+            self.batch(statements)
+
     def flush(self) -> None:
         """Send the deferred statements now (one round trip; nothing when none wait)."""
         if self.pending:
             todo = list(self.pending)
             self.pending.clear()
             self.dialect.batch(self.conn, todo, False)
-            _observe(self.dialect, len(todo))
+            observe(self.dialect, len(todo))

@@ -39,33 +39,59 @@ class SQLFeed:
         transaction, only rows committed before it began, and the watermark moves up to that
         point: no committed row can lie between, so later catch-ups in the same transaction
         read nothing at all."""
-        seq = self.db.dialect.seq_column
         with self.db.committed() as q:
             upto = self.db.feed_bound(q)
             if upto is not None and upto <= watermark:
                 return [], watermark
-            sql = (
-                f"SELECT num, status = 'active', {columns}, {seq} FROM memories "
-                f"WHERE owner = ? AND {seq} > ?"
-            )
-            args: list[Any] = [owner, watermark]
-            if upto is not None:
-                sql += f" AND {seq} <= ?"
-                args.append(upto)
-            rows = q.all(sql + f" ORDER BY {seq}", args)
+            sql, args = self.changes_sql(owner, watermark, columns, upto)
+            rows = q.all(sql, args)
+        return self.changed(rows, watermark, upto)
+
+    def changes_sql(
+        self, owner: str, watermark: int, columns: str, upto: int | None = None
+    ) -> tuple[str, list[Any]]:
+        """The statement of :meth:`_changes` (``upto``: the feed's bound, if any), for a batch
+        (:class:`~memlane.store.sql.step.SQLSearchStep` sends it with other reads)."""
+        seq = self.db.dialect.seq_column
+        sql = (
+            f"SELECT num, status = 'active', {columns}, {seq} FROM memories "
+            f"WHERE owner = ? AND {seq} > ?"
+        )
+        args: list[Any] = [owner, watermark]
+        if upto is not None:
+            sql += f" AND {seq} <= ?"
+            args.append(upto)
+        return sql + f" ORDER BY {seq}", args
+
+    @staticmethod
+    def changed(
+        rows: Sequence[Sequence[Any]], watermark: int, upto: int | None = None
+    ) -> tuple[list[Any], int]:
+        """The rows of :meth:`changes_sql` without their change number, and the new watermark."""
         if upto is not None:
             watermark = upto
         elif rows:
             watermark = int(rows[-1][-1])
         return [tuple(r[:-1]) for r in rows], watermark
 
+    #: The columns each index's changes carry (after ``num, active``).
+    VECTOR_COLUMNS = "embedding"
+    TEXT_COLUMNS = "content, agent, type"
+
     def vector_changes(self, owner: str, watermark: int) -> tuple[list[VectorChange], int]:
-        rows, mark = self._changes(owner, watermark, "embedding")
+        return self.vector_rows(*self._changes(owner, watermark, self.VECTOR_COLUMNS))
+
+    def vector_rows(self, rows: list[Any], mark: int) -> tuple[list[VectorChange], int]:
+        """:meth:`changed` rows of the vector columns as the vector index takes them."""
         vec = self.db.dialect.vec_out
         return [(int(n), bool(a), vec(v).tobytes()) for n, a, v in rows], mark
 
     def text_changes(self, owner: str, watermark: int) -> tuple[list[TextChange], int]:
-        rows, mark = self._changes(owner, watermark, "content, agent, type")
+        return self.text_rows(*self._changes(owner, watermark, self.TEXT_COLUMNS))
+
+    @staticmethod
+    def text_rows(rows: list[Any], mark: int) -> tuple[list[TextChange], int]:
+        """:meth:`changed` rows of the text columns as the BM25 index takes them."""
         return [(int(n), bool(a), c, ag, t) for n, a, c, ag, t in rows], mark
 
     def row_refs(self, owner: str, keys: Sequence[int]) -> dict[int, RowRef]:

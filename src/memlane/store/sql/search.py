@@ -10,11 +10,15 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Sequence
 
-from memlane.store.base import Candidates, ScoredId, Vector
+from memlane.store.base import Candidates, ScoredId, TurnQuery, Vector
 from memlane.store.candidates import candidate_pairs
 from memlane.store.index_cache import IndexCache
 from memlane.store.sql.database import Database, VectorLeg
+from memlane.store.sql.feed import SQLFeed
+from memlane.store.sql.links import Links
 from memlane.store.sql.memories import Memories
+from memlane.store.sql.step import SQLSearchStep
+from memlane.store.sql.turns import Turns
 from memlane.types import MemoryType
 
 
@@ -22,12 +26,24 @@ class Search:
     """Searches over one :class:`Database`, its search caches and its vector leg."""
 
     def __init__(
-        self, db: Database, cache: IndexCache, vectors: VectorLeg, memories: Memories
+        self,
+        db: Database,
+        cache: IndexCache,
+        feed: SQLFeed,
+        vectors: VectorLeg,
+        parts: tuple[Memories, Links, Turns],
     ) -> None:
         self.db = db
         self.cache = cache
+        self.feed = feed
         self.vectors = vectors
-        self.memories = memories
+        self.in_process = vectors.in_process
+        self.memories, self.links, self.turns = parts
+
+    def search_step(
+        self, owner: str, agent: str | None, turn: TurnQuery | None = None
+    ) -> SQLSearchStep:
+        return SQLSearchStep(self, owner, agent, turn)
 
     def vector_search(
         self,

@@ -62,15 +62,15 @@ class SQLStore:
         self._store_uuid = ""
         self._closed = False
         self._memories = Memories(db)
-        self._cache = IndexCache(
-            SQLFeed(db, self._memories, lambda: self._store_uuid), dimension, cache_folder
-        )
+        feed = SQLFeed(db, self._memories, lambda: self._store_uuid)
+        self._cache = IndexCache(feed, dimension, cache_folder)
         self._vectors = make_leg(db, self._cache, self._memories)
         self._memories.vectors = self._vectors
         self._sessions = Sessions(db)
         self._links = Links(db, self._memories)
         self._turns = Turns(db, self._sessions, self._memories)
-        self._search = Search(db, self._cache, self._vectors, self._memories)
+        parts = (self._memories, self._links, self._turns)
+        self._search = Search(db, self._cache, feed, self._vectors, parts)
         self._upkeep = Maintenance(db, self._memories, self._links, self._cache)
 
     @property
@@ -171,6 +171,7 @@ class SQLStore:
     fts_search = forward(Search.fts_search, "_search")
     cosines = forward(Search.cosines, "_search")
     candidate_pairs = forward(Search.candidate_pairs, "_search")
+    search_step = forward(Search.search_step, "_search")
 
     session = forward(Sessions.session, "_sessions")
     reset_session = forward(Sessions.reset_session, "_sessions")

@@ -15,7 +15,7 @@ from typing import Any
 from memlane.store.base import PinnedQuery, TurnContext, TurnStart, Vector
 from memlane.store.sql.database import Database
 from memlane.store.sql.memories import Memories
-from memlane.store.sql.sessions import Sessions
+from memlane.store.sql.sessions import Sessions, Statement
 
 
 class Turns:
@@ -31,6 +31,15 @@ class Turns:
     ) -> TurnContext:
         """The session's state, its memories since the last reset and the pinned memories:
         one batch of reads."""
+        with self.db.read() as q:
+            rows = q.batch(self.context_sql(owner, session, agent, pinned))
+        return self.context_of(owner, session, rows)
+
+    def context_sql(
+        self, owner: str, session: str, agent: str | None, pinned: PinnedQuery | None
+    ) -> list[Statement]:
+        """:meth:`turn_context`'s statements, for a batch (a search step sends them with its
+        own first reads); :meth:`context_of` reads their rows."""
         statements = [
             self.sessions.state_sql(owner, session),
             self.memories.since_reset_sql(owner, session),
@@ -39,8 +48,12 @@ class Turns:
             statements.append(
                 self.memories.pinned_sql(owner, agent, pinned.types, pinned.limit, pinned.sort)
             )
-        with self.db.read() as q:
-            rows = q.batch(statements)
+        return statements
+
+    def context_of(
+        self, owner: str, session: str, rows: Sequence[Sequence[Sequence[Any]]]
+    ) -> TurnContext:
+        """The :class:`TurnContext` of the rows of :meth:`context_sql`'s statements."""
         return TurnContext(
             state=self.sessions.state_of(owner, session, rows[0]),
             same_session={str(r[0]) for r in rows[1]},

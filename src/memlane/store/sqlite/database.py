@@ -22,7 +22,7 @@ from memlane._ids import to_iso, utcnow
 from memlane.errors import StoreError
 from memlane.store.base import ScoredId, Vector
 from memlane.store.index_cache import IndexCache
-from memlane.store.sql.database import AccessBuffer
+from memlane.store.sql.database import AccessBuffer, VectorAsk
 from memlane.store.sql.dialect import Dialect, Q
 from memlane.store.sqlite.connect import begin_immediate, lock_for_write
 from memlane.store.sqlite.errors import translate
@@ -240,6 +240,8 @@ class CacheLeg:
     """SQLite's vector leg: the in-process ANN cache (:mod:`memlane.store.index_cache`), caught
     up from ``vec_seq``; rows of the open transaction are noted for :meth:`nearest`."""
 
+    in_process = True
+
     def __init__(self, db: SQLiteDatabase, cache: IndexCache) -> None:
         self._db = db
         self._cache = cache
@@ -261,6 +263,10 @@ class CacheLeg:
     ) -> list[ScoredId]:
         with self._db.lock:
             return self._cache.vector_search(owner, agent, vector, k, types)
+
+    def search_sql(self, ask: VectorAsk) -> None:
+        """None: the ANN cache searches in process."""
+        return None
 
     def written(self, owner: str, num: int, agent: str | None, vector: Vector) -> None:
         self._cache.note_pending(owner, num, agent, vector)

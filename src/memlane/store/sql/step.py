@@ -1,0 +1,209 @@
+"""One search in two round trips (:class:`~memlane.store.base.SearchStep`), written once for
+every backend.
+
+Trip 1 (when the step is made): the catch-up reads of the scope's search caches (the BM25 index;
+SQLite's ANN index too) and, for an injection turn, the turn's context
+(:meth:`~memlane.store.sql.turns.Turns.context_sql`), in one batch. Trip 2
+(:meth:`SQLSearchStep.prepare`): the BM25 hits are found in process, then one batch reads the
+rows and embeddings of those hits and either runs the backend's vector statement (PostgreSQL:
+HNSW in SQL, returning whole rows) or, for an in-process vector leg (SQLite), reads the rows of
+the ANN hits with them. The search's later reads of those hits (``get_many``, ``cosines``) are
+answered from what the trips read; anything else is the store's. Rows of a search that another
+writer changes between the trips are read as of trip 2, as the store's methods would read them.
+
+Inside a write transaction the step does nothing of its own: every read is the store's (its
+reads must see the transaction's rows, which the caches never hold).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+from typing import TYPE_CHECKING, Any
+
+from memlane.store.base import ScoredId, TurnContext, TurnQuery, Vector
+from memlane.store.index_cache import RowRef
+from memlane.store.sql.database import VectorAsk
+from memlane.store.sql.feed import SQLFeed
+from memlane.store.sql.rows import MEMORY_COLUMNS
+from memlane.types import Association, Memory, MemoryType, Status
+
+if TYPE_CHECKING:
+    from memlane.store.sql.search import Search
+
+#: Index of the embedding in a row of ``MEMORY_COLUMNS, embedding``.
+_EMBEDDING = MEMORY_COLUMNS.count(",") + 1
+
+
+class SQLSearchStep:
+    """A :class:`~memlane.store.base.SearchStep` over the store's :class:`Search` part."""
+
+    def __init__(self, search: Search, owner: str, agent: str | None, turn: TurnQuery | None):
+        self._s = search
+        self.owner = owner
+        self.agent = agent
+        self.context: TurnContext | None = None
+        self._rows: dict[int, Memory] = {}  # key -> row, read by the trips
+        self._ids: dict[str, int] = {}  # id -> key
+        self._vectors: dict[str, Vector] = {}  # id -> embedding
+        self._vector: tuple[VectorAsk, list[ScoredId]] | None = None
+        self._fts: tuple[tuple[Any, ...], list[ScoredId]] | None = None
+        self._pending: list[int] = []  # keys to read with the next batch
+        self._live = not search.db.in_transaction()
+        turns = search.turns
+        if not self._live:
+            if turn is not None:
+                self.context = turns.turn_context(owner, turn.session, agent, turn.pinned)
+            return
+        db, cache, feed = search.db, search.cache, search.feed
+        statements = []
+        if turn is not None:
+            statements = turns.context_sql(owner, turn.session, agent, turn.pinned)
+        with db.cache_lock():
+            text = cache.text(owner, catch_up=False)
+            statements.append(feed.changes_sql(owner, text.watermark, SQLFeed.TEXT_COLUMNS))
+            vectors = None
+            if search.in_process:
+                vectors = cache.vector(owner, catch_up=False)
+                statements.append(
+                    feed.changes_sql(owner, vectors.watermark, SQLFeed.VECTOR_COLUMNS)
+                )
+            with db.read() as q:
+                rows = q.batch(statements)
+            if vectors is not None:
+                vectors.apply(*feed.vector_rows(*feed.changed(rows.pop(), vectors.watermark)))
+            text.apply(*feed.text_rows(*feed.changed(rows.pop(), text.watermark)))
+        if turn is not None:
+            self.context = turns.context_of(owner, turn.session, rows)
+
+    # ------------------------------------------------------------------ trip 2
+    def prepare(
+        self,
+        vector: Vector,
+        k: int,
+        text: str,
+        fts_k: int,
+        types: Collection[MemoryType] | None = None,
+    ) -> None:
+        if not self._live:
+            return
+        s, owner, agent = self._s, self.owner, self.agent
+        ask = VectorAsk(owner, agent, vector, k, types)
+        with s.db.cache_lock():
+            hits = s.cache.fts_hits(owner, agent, text, fts_k, types, catch_up=False)
+        self._pending = [key for key, _ in hits]  # read with the first batch below
+        statement = s.vectors.search_sql(ask) if k > 0 else None
+        if statement is not None:
+            self._vector = (ask, self._scored(self._read([], [statement])[0]))
+        elif k > 0:  # in process (SQLite): the ANN cache, caught up by trip 1
+            with s.db.cache_lock():
+                found = s.cache.vector_search(*ask, refs=self.refs, catch_up=False)
+            self._vector = (ask, found)
+        self._fts = (
+            (owner, agent, text, fts_k, types),
+            s.cache.fts_resolve(owner, hits, self.refs),
+        )
+
+    def _scored(self, rows: Sequence[Sequence[Any]]) -> list[ScoredId]:
+        """The vector statement's rows as hits, best first (their rows and embeddings kept)."""
+        hits = [ScoredId(self._keep(r).id, 1.0 - float(r[-1])) for r in rows]
+        hits.sort(key=lambda h: -h.score)  # relaxed_order: near-sorted only
+        return hits
+
+    def _keep(self, row: Sequence[Any]) -> Memory:
+        memory = self._s.memories.rows.memory(row)
+        key = int(row[0])
+        self._rows[key] = memory
+        self._ids[memory.id] = key
+        self._vectors[memory.id] = self._s.db.dialect.vec_out(row[_EMBEDDING])
+        return memory
+
+    def _read(
+        self, keys: Sequence[int], extra: list[tuple[str, list[Any]]]
+    ) -> list[list[Sequence[Any]]]:
+        """One batch: the rows (and embeddings) of ``keys`` not read yet, then ``extra``
+        statements; the rows of ``extra``."""
+        d, owner = self._s.db.dialect, self.owner
+        todo = [k for k in dict.fromkeys([*keys, *self._pending]) if k not in self._rows]
+        self._pending = []
+        statements = [
+            (
+                f"SELECT {MEMORY_COLUMNS}, embedding FROM memories "
+                f"WHERE {d.owner_filter} = ? AND {cond}",
+                [owner, *args],
+            )
+            for cond, args in d.in_lists("num", todo, "bigint")
+        ]
+        if not statements and not extra:
+            return []
+        with self._s.db.read() as q:
+            results = q.batch([*statements, *extra])
+        for rows in results[: len(statements)]:
+            for row in rows:
+                self._keep(row)
+        return results[len(statements) :]
+
+    def refs(self, owner: str, keys: Sequence[int]) -> dict[int, RowRef]:
+        """:meth:`~memlane.store.index_cache.ChangeFeed.row_refs` through the step (rows not
+        read yet are read in one batch)."""
+        if owner != self.owner:
+            return self._s.feed.row_refs(owner, keys)
+        self._read(keys, [])
+        out: dict[int, RowRef] = {}
+        for key in keys:
+            m = self._rows.get(key)
+            if m is not None:
+                out[key] = RowRef(m.id, m.agent, m.type.value, m.status is Status.ACTIVE)
+        return out
+
+    # ------------------------------------------------------------------ the search's reads
+    def vector_search(self, *ask: Any, **more: Any) -> list[ScoredId]:
+        if self._vector is not None and not more and _full(ask) is not None:
+            prepared, hits = self._vector
+            owner, agent, vector, k, types = _full(ask)  # type: ignore[misc]
+            if (owner, agent, k, types) == (*prepared[:2], *prepared[3:]) and (
+                vector is prepared.vector
+            ):
+                return list(hits)
+        return self._s.vector_search(*ask, **more)
+
+    def fts_search(self, *ask: Any, **more: Any) -> list[ScoredId]:
+        if self._fts is not None and not more and _full(ask) == self._fts[0]:
+            return list(self._fts[1])
+        return self._s.fts_search(*ask, **more)
+
+    def get_many(self, owner: str, ids: Sequence[str]) -> dict[str, Memory]:
+        if owner != self.owner:
+            return self._s.memories.get_many(owner, ids)
+        out = {i: self._rows[self._ids[i]] for i in ids if i in self._ids}
+        missing = [i for i in ids if i not in out]
+        if missing:
+            out.update(self._s.memories.get_many(owner, missing))
+        return out
+
+    def cosines(self, owner: str, ids: Sequence[str], vector: Vector) -> dict[str, float]:
+        if owner != self.owner:
+            return self._s.cosines(owner, ids, vector)
+        out = {
+            i: float(self._vectors[i] @ vector) for i in dict.fromkeys(ids) if i in self._vectors
+        }
+        missing = [i for i in ids if i not in out]
+        if missing:
+            out.update(self._s.cosines(owner, missing, vector))
+        return out
+
+    def neighbours(self, owner: str, ids: Sequence[str]) -> list[Association]:
+        return self._s.links.neighbours(owner, ids)
+
+    def session_memory_ids(self, *args: Any) -> set[str]:
+        return self._s.memories.session_memory_ids(*args)
+
+    def list_memories(self, *args: Any, **kwargs: Any) -> list[Memory]:
+        return self._s.memories.list_memories(*args, **kwargs)
+
+    def record_access(self, owner: str, ids: Sequence[str]) -> None:
+        self._s.db.record_access(owner, ids)
+
+
+def _full(ask: tuple[Any, ...]) -> tuple[Any, ...] | None:
+    """A leg's positional arguments with the default ``types`` (``None``) filled in."""
+    return ask if len(ask) == 5 else (*ask, None) if len(ask) == 4 else None
