@@ -141,6 +141,17 @@ class NearPairs:
         self._matrix: np.ndarray[Any, Any] | None = None
         self._pool: dict[str, Memory] = {}
         self._texts: dict[str, Memory | None] = {}
+        # relate() of each pair of texts, asked once: a pair near each other is judged from
+        # both sides (once for each candidate), and relate() is symmetric.
+        self._related: dict[tuple[str, str], Agreement] = {}
+
+    def relate(self, a: str, b: str) -> Agreement:
+        """:func:`relate` of two texts, remembered for this turn (either order)."""
+        key = (a, b) if a <= b else (b, a)
+        found = self._related.get(key)
+        if found is None:
+            found = self._related[key] = relate(a, b)
+        return found
 
     def add_pool(self, memories: Iterable[Memory]) -> None:
         """The candidates of this turn (their texts are known without a read)."""
@@ -183,7 +194,7 @@ class NearPairs:
         for other, mid in zip(self._memories(near_shown), near_shown, strict=True):
             if other is None:  # gone from the store since it was shown: the old rule
                 return Verdict(skip="semantic_duplicate")
-            agreement = relate(other.content, memory.content)
+            agreement = self.relate(other.content, memory.content)
             if agreement == "same":
                 return Verdict(skip="semantic_duplicate")
             if agreement == "update":
@@ -194,7 +205,7 @@ class NearPairs:
         partners = [
             p
             for p in (self._pool[i] for i in self._above(cos, rest))
-            if relate(p.content, memory.content) == "update"
+            if self.relate(p.content, memory.content) == "update"
         ]
         if partners:
             newest = max([memory, *partners], key=lambda m: m.created_at)

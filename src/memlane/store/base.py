@@ -100,7 +100,12 @@ class SearchReads(Protocol):
         vector: Vector,
         k: int,
         types: Collection[MemoryType] | None = None,
-    ) -> list[ScoredId]: ...
+    ) -> list[ScoredId]:
+        """Top ``k`` active memories of the scope (of ``types`` only, when given) by cosine
+        similarity to ``vector``, best first. The scope and type filters apply inside the
+        search: other agents' or types' memories never take the places of in-scope ones."""
+        ...
+
     def fts_search(
         self,
         owner: str,
@@ -108,11 +113,31 @@ class SearchReads(Protocol):
         query: str,
         k: int,
         types: Collection[MemoryType] | None = None,
-    ) -> list[ScoredId]: ...
-    def get_many(self, owner: str, ids: Sequence[str]) -> dict[str, Memory]: ...
-    def cosines(self, owner: str, ids: Sequence[str], vector: Vector) -> dict[str, float]: ...
-    def neighbours(self, owner: str, ids: Sequence[str]) -> list[Association]: ...
-    def session_memory_ids(self, owner: str, session: str, since: datetime | None) -> set[str]: ...
+    ) -> list[ScoredId]:
+        """Top ``k`` active memories of the scope (of ``types`` only, when given) by Okapi BM25
+        over the content words of ``query``, best first (score: BM25, higher is better).
+        ``query`` is plain text: tokenised, never parsed as query syntax, so any input is safe
+        (text with no content word returns ``[]``)."""
+        ...
+
+    def get_many(self, owner: str, ids: Sequence[str]) -> dict[str, Memory]:
+        """``{id: memory}`` for the ids of ``owner``'s memories among ``ids`` (any status);
+        other ids are left out."""
+        ...
+
+    def cosines(self, owner: str, ids: Sequence[str], vector: Vector) -> dict[str, float]:
+        """Cosine between ``vector`` and the stored embedding of each of ``owner``'s ``ids``."""
+        ...
+
+    def neighbours(self, owner: str, ids: Sequence[str]) -> list[Association]:
+        """Links touching any of ``ids`` (either direction) whose both ends are ``owner``'s."""
+        ...
+
+    def session_memory_ids(self, owner: str, session: str, since: datetime | None) -> set[str]:
+        """Ids of ``owner``'s active memories learned in ``session`` (created after ``since``,
+        when given)."""
+        ...
+
     def list_memories(
         self,
         owner: str,
@@ -121,8 +146,16 @@ class SearchReads(Protocol):
         type: MemoryType | None = None,
         limit: int = 100,
         status: Status = Status.ACTIVE,
-    ) -> list[Memory]: ...
-    def record_access(self, owner: str, ids: Sequence[str]) -> None: ...
+    ) -> list[Memory]:
+        """Memories of the scope with ``status`` (active by default; of ``type`` when given),
+        newest first, at most ``limit``."""
+        ...
+
+    def record_access(self, owner: str, ids: Sequence[str]) -> None:
+        """Note that ``owner``'s memories were returned (``access_count``,
+        ``last_accessed_at``). Buffered: flushed with the next write transaction, on close, or
+        opportunistically without ever making a read wait for the write lock."""
+        ...
 
 
 class SearchStep(SearchReads, Protocol):
@@ -151,8 +184,9 @@ class SearchStep(SearchReads, Protocol):
         ...
 
 
-class MemoryStore(Protocol):
-    """What the engine needs from a backend (rules in the module docstring)."""
+class MemoryStore(SearchReads, Protocol):
+    """What the engine needs from a backend (rules in the module docstring); the reads of a
+    search are :class:`SearchReads`'."""
 
     #: Name of the embedding model the store was built with, and its dimension.
     model: str
@@ -177,11 +211,6 @@ class MemoryStore(Protocol):
     def get(self, owner: str, memory_id: str, *, agent: str | None = None) -> Memory | None:
         """The memory ``memory_id`` if it is ``owner``'s (and, with ``agent``, that agent's or
         shared), in any status; else ``None``."""
-        ...
-
-    def get_many(self, owner: str, ids: Sequence[str]) -> dict[str, Memory]:
-        """``{id: memory}`` for the ids of ``owner``'s memories among ``ids`` (any status);
-        other ids are left out."""
         ...
 
     def find_by_hash(self, owner: str, agent: str | None, content_hash: str) -> Memory | None:
@@ -236,19 +265,6 @@ class MemoryStore(Protocol):
     def restore(self, memory: Memory, history: Sequence[MemoryVersion], embedding: Vector) -> None:
         """Insert ``memory`` exactly as exported (id, status, timestamps, counters) with its
         ``history`` (``memlane import`` of an export). Write."""
-        ...
-
-    def list_memories(
-        self,
-        owner: str,
-        *,
-        agent: str | None = None,
-        type: MemoryType | None = None,
-        limit: int = 100,
-        status: Status = Status.ACTIVE,
-    ) -> list[Memory]:
-        """Memories of the scope with ``status`` (active by default; of ``type`` when given),
-        newest first, at most ``limit``."""
         ...
 
     def history(self, owner: str, memory_id: str) -> list[MemoryVersion]:
@@ -328,50 +344,9 @@ class MemoryStore(Protocol):
         ...
 
     # --- retrieval ------------------------------------------------------------------------
-    def vector_search(
-        self,
-        owner: str,
-        agent: str | None,
-        vector: Vector,
-        k: int,
-        types: Collection[MemoryType] | None = None,
-    ) -> list[ScoredId]:
-        """Top ``k`` active memories of the scope (of ``types`` only, when given) by cosine
-        similarity to ``vector``, best first. The scope and type filters apply inside the
-        search: other agents' or types' memories never take the places of in-scope ones."""
-        ...
-
-    def fts_search(
-        self,
-        owner: str,
-        agent: str | None,
-        query: str,
-        k: int,
-        types: Collection[MemoryType] | None = None,
-    ) -> list[ScoredId]:
-        """Top ``k`` active memories of the scope (of ``types`` only, when given) by Okapi BM25
-        over the content words of ``query``, best first (score: BM25, higher is better).
-        ``query`` is plain text: tokenised, never parsed as query syntax, so any input is safe
-        (text with no content word returns ``[]``)."""
-        ...
-
-    def neighbours(self, owner: str, ids: Sequence[str]) -> list[Association]:
-        """Links touching any of ``ids`` (either direction) whose both ends are ``owner``'s."""
-        ...
-
     def embeddings(self, owner: str, ids: Sequence[str]) -> dict[str, Vector]:
         """Stored ``(dimension,)`` embeddings of ``owner``'s memories among ``ids`` (any status;
         rows of the open transaction included); other ids are left out."""
-        ...
-
-    def cosines(self, owner: str, ids: Sequence[str], vector: Vector) -> dict[str, float]:
-        """Cosine between ``vector`` and the stored embedding of each of ``owner``'s ``ids``."""
-        ...
-
-    def record_access(self, owner: str, ids: Sequence[str]) -> None:
-        """Note that ``owner``'s memories were returned (``access_count``,
-        ``last_accessed_at``). Buffered: flushed with the next write transaction, on close, or
-        opportunistically without ever making a read wait for the write lock."""
         ...
 
     # --- sessions -------------------------------------------------------------------------
@@ -392,11 +367,6 @@ class MemoryStore(Protocol):
     def set_learned_messages(self, owner: str, session: str, count: int) -> None:
         """Record that the first ``count`` messages of the session have been learned from.
         Write: joins the open transaction, or runs in its own."""
-        ...
-
-    def session_memory_ids(self, owner: str, session: str, since: datetime | None) -> set[str]:
-        """Ids of ``owner``'s active memories learned in ``session`` (created after ``since``,
-        when given)."""
         ...
 
     def sessions(self, owner: str, limit: int = 200) -> list[dict[str, Any]]:

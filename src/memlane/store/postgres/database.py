@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -381,16 +381,9 @@ class SqlLeg:
         out.sort(key=lambda pair: -pair[1])  # relaxed_order: near-sorted only
         return out
 
-    def search(
-        self,
-        owner: str,
-        agent: str | None,
-        vector: Vector,
-        k: int,
-        types: Collection[MemoryType] | None,
-    ) -> list[ScoredId]:
+    def search(self, ask: VectorAsk) -> list[ScoredId]:
         with self._db.committed() as q:
-            rows = q.all(*self._sql(VectorAsk(owner, agent, vector, k, types), "id"))
+            rows = q.all(*self._sql(ask, "id"))
         hits = [ScoredId(r[0], 1.0 - float(r[1])) for r in rows]
         hits.sort(key=lambda h: -h.score)
         return hits

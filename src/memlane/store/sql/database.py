@@ -123,7 +123,17 @@ class VectorAsk(NamedTuple):
     agent: str | None
     vector: Vector
     k: int
-    types: Collection[MemoryType] | None
+    types: Collection[MemoryType] | None = None
+
+
+class TextAsk(NamedTuple):
+    """One BM25 search: :meth:`~memlane.store.base.MemoryStore.fts_search`'s arguments."""
+
+    owner: str
+    agent: str | None
+    query: str
+    k: int
+    types: Collection[MemoryType] | None = None
 
 
 class VectorLeg(Protocol):
@@ -146,15 +156,8 @@ class VectorLeg(Protocol):
         handle when one is open: its own rows included)."""
         ...
 
-    def search(
-        self,
-        owner: str,
-        agent: str | None,
-        vector: Vector,
-        k: int,
-        types: Collection[MemoryType] | None,
-    ) -> list[ScoredId]:
-        """:meth:`~memlane.store.base.MemoryStore.vector_search` (committed rows)."""
+    def search(self, ask: VectorAsk) -> list[ScoredId]:
+        """:meth:`~memlane.store.base.MemoryStore.vector_search` of ``ask`` (committed rows)."""
         ...
 
     def written(self, owner: str, num: int, agent: str | None, vector: Vector) -> None:

@@ -8,18 +8,18 @@ it in :mod:`memlane.store.base`.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from memlane.store.base import Candidates, ScoredId, TurnQuery, Vector
 from memlane.store.candidates import candidate_pairs
 from memlane.store.index_cache import IndexCache
-from memlane.store.sql.database import Database, VectorLeg
+from memlane.store.sql.database import Database, TextAsk, VectorAsk, VectorLeg
 from memlane.store.sql.feed import SQLFeed
 from memlane.store.sql.links import Links
 from memlane.store.sql.memories import Memories
 from memlane.store.sql.step import SQLSearchStep
 from memlane.store.sql.turns import Turns
-from memlane.types import MemoryType
 
 
 class Search:
@@ -45,47 +45,22 @@ class Search:
     ) -> SQLSearchStep:
         return SQLSearchStep(self, owner, agent, turn)
 
-    def vector_search(
-        self,
-        owner: str,
-        agent: str | None,
-        vector: Vector,
-        k: int,
-        types: Collection[MemoryType] | None = None,
-    ) -> list[ScoredId]:
-        if k <= 0:
-            return []
-        return self.vectors.search(owner, agent, vector, k, types)
+    # The legs take the contract's arguments (MemoryStore.vector_search / fts_search, where
+    # their signatures and meaning are written) as the records VectorAsk / TextAsk.
+    def vector_search(self, /, *ask: Any, **named: Any) -> list[ScoredId]:
+        query = VectorAsk(*ask, **named)
+        return self.vectors.search(query) if query.k > 0 else []
 
-    def fts_search(
-        self,
-        owner: str,
-        agent: str | None,
-        query: str,
-        k: int,
-        types: Collection[MemoryType] | None = None,
-    ) -> list[ScoredId]:
+    def fts_search(self, /, *ask: Any, **named: Any) -> list[ScoredId]:
+        query = TextAsk(*ask, **named)
         with self.db.cache_lock():
-            return self.cache.fts_search(owner, agent, query, k, types)
+            return self.cache.fts_search(*query)
 
     def cosines(self, owner: str, ids: Sequence[str], vector: Vector) -> dict[str, float]:
         return {mid: float(v @ vector) for mid, v in self.memories.embeddings(owner, ids).items()}
 
-    def candidate_pairs(
-        self,
-        owner: str,
-        *,
-        neighbours: int,
-        min_similarity: float,
-        max_df: int,
-        progress: Callable[[int, int], None] | None = None,
-    ) -> Candidates:
+    def candidate_pairs(self, /, owner: str, **options: Any) -> Candidates:
+        """:func:`~memlane.store.candidates.candidate_pairs` (its keyword ``options``) under the
+        cache lock."""
         with self.db.cache_lock():
-            return candidate_pairs(
-                self.cache,
-                owner,
-                neighbours=neighbours,
-                min_similarity=min_similarity,
-                max_df=max_df,
-                progress=progress,
-            )
+            return candidate_pairs(self.cache, owner, **options)

@@ -9,8 +9,7 @@ committed; on SQLite the write lock does the same.
 
 from __future__ import annotations
 
-import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from memlane._ids import to_iso, utcnow
@@ -85,45 +84,6 @@ class Sessions:
                 [owner, session, owner, session, 2 * int(depth)],
             ),
         ]
-
-    def record(
-        self,
-        q: Q,
-        owner: str,
-        session: str,
-        turn: int,
-        memory_ids: Sequence[str],
-        event: Mapping[str, Any],
-    ) -> None:
-        """Record what ``turn`` injected and its event row on the write handle ``q``, deferred
-        (on PostgreSQL they travel with the commit)."""
-        d = self.db.dialect
-        statements: list[tuple[str, Sequence[Any] | None]] = [
-            (
-                "INSERT INTO session_injections (owner, session, memory_id, turn) "
-                "VALUES (?, ?, ?, ?) ON CONFLICT (owner, session, memory_id) DO UPDATE SET "
-                f"turn = {d.greatest}(session_injections.turn, excluded.turn)",
-                (owner, session, mid, turn),
-            )
-            for mid in dict.fromkeys(memory_ids)
-        ]
-        statements.append(
-            (
-                "INSERT INTO injection_events (owner, session, turn, memory_ids, skipped, "
-                "elapsed_ms, query, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    owner,
-                    session,
-                    turn,
-                    json.dumps(list(memory_ids)),
-                    json.dumps(dict(event.get("skipped", {}))),
-                    float(event.get("elapsed_ms", 0.0)),
-                    event.get("query"),
-                    d.time_in(utcnow()),
-                ),
-            )
-        )
-        q.defer_all(statements)
 
     def reset_session(self, owner: str, session: str, reason: ResetReason) -> SessionState:
         with self.db.transaction(), self.db.write() as q:

@@ -9,9 +9,11 @@ record); on SQLite, a few statements in process. Contracts:
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from memlane._ids import utcnow
 from memlane.store.base import PinnedQuery, TurnContext, TurnStart, Vector
 from memlane.store.sql.database import Database
 from memlane.store.sql.memories import Memories
@@ -110,6 +112,32 @@ class Turns:
         memories' accesses (buffered), in the open write transaction or its own."""
         with self.db.transaction():
             with self.db.write() as q:
-                self.sessions.record(q, owner, session, turn, memory_ids, event)
+                d = self.db.dialect
+                statements: list[tuple[str, Sequence[Any] | None]] = [
+                    (
+                        "INSERT INTO session_injections (owner, session, memory_id, turn) "
+                        "VALUES (?, ?, ?, ?) ON CONFLICT (owner, session, memory_id) DO UPDATE SET "
+                        f"turn = {d.greatest}(session_injections.turn, excluded.turn)",
+                        (owner, session, mid, turn),
+                    )
+                    for mid in dict.fromkeys(memory_ids)
+                ]
+                statements.append(
+                    (
+                        "INSERT INTO injection_events (owner, session, turn, memory_ids, skipped, "
+                        "elapsed_ms, query, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                        (
+                            owner,
+                            session,
+                            turn,
+                            json.dumps(list(memory_ids)),
+                            json.dumps(dict(event.get("skipped", {}))),
+                            float(event.get("elapsed_ms", 0.0)),
+                            event.get("query"),
+                            d.time_in(utcnow()),
+                        ),
+                    )
+                )
+                q.defer_all(statements)
             if memory_ids:
                 self.db.record_access(owner, memory_ids)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 import sqlite3
 import threading
-from collections.abc import Callable, Collection, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -26,7 +26,7 @@ from memlane.store.sql.database import AccessBuffer, VectorAsk
 from memlane.store.sql.dialect import Dialect, Q
 from memlane.store.sqlite.connect import begin_immediate, lock_for_write
 from memlane.store.sqlite.errors import translate
-from memlane.types import Memory, MemoryType
+from memlane.types import Memory
 
 
 class SQLiteDialect(Dialect):
@@ -253,16 +253,9 @@ class CacheLeg:
         with self._db.lock:
             return self._cache.nearest(owner, agent, vector, k)
 
-    def search(
-        self,
-        owner: str,
-        agent: str | None,
-        vector: Vector,
-        k: int,
-        types: Collection[MemoryType] | None,
-    ) -> list[ScoredId]:
+    def search(self, ask: VectorAsk) -> list[ScoredId]:
         with self._db.lock:
-            return self._cache.vector_search(owner, agent, vector, k, types)
+            return self._cache.vector_search(*ask)
 
     def search_sql(self, ask: VectorAsk) -> None:
         """None: the ANN cache searches in process."""
