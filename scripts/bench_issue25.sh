@@ -8,11 +8,13 @@
 #
 # BASE (default c0d530d, the head before this session) is checked out once, detached, under
 # $OUT/base and run with this checkout's virtual environment (PYTHONPATH puts its src/ first;
-# the dependencies did not change). Each version has its own bench cache ($OUT/cache-base,
-# $OUT/cache-new): the baseline builds the store of N memories once, the new code runs on a copy
-# of it (migrated forward on open), so both search the same memories and the embedding of N
-# texts is paid once. Order per command: baseline, new, baseline, new (REPEAT=2 by default):
-# report the medians and the new/baseline ratio of each pair.
+# the dependencies did not change). The store of N memories is built once, by the baseline, into
+# $OUT/home-N (embedding N texts: the long part of a first run, ~2 ms a text on an idle 2-core
+# machine, plus the write path); every timed command then runs on a copy of it (`--load-from`
+# copies it into each backend; `bench serve --home` works on a copy; the 1M inject runs on a
+# copy per version), so both versions search the same memories and the newer code's migrations
+# never touch what the baseline opens. Order per command: baseline, new, baseline, new
+# (REPEAT=2): report the medians and the new/baseline ratio of each pair.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BASE=${BASE:-c0d530d}
@@ -32,37 +34,47 @@ run() {  # run LABEL ARGS...: one bench command of one version, its JSON kept in
   shift
   if [ "$label" = base ]; then src=$OUT/base/src; else src=$ROOT/src; fi
   local name
-  name="$label-$(echo "$*" | tr ' ,/' '___')-$(date +%H%M%S).json"
+  name="$label-$(echo "$*" | tr -c 'A-Za-z0-9\n' '_' | cut -c1-80)-$(date +%H%M%S).json"
   echo "== $label ($(git -C "$(dirname "$src")" rev-parse --short HEAD)): memlane $*" >&2
   local started=$SECONDS
-  PYTHONPATH=$src MEMLANE_BENCH_CACHE=$OUT/cache-$label "$MEMLANE" "$@" --json >"$OUT/$name"
+  PYTHONPATH=$src MEMLANE_BENCH_CACHE=$OUT/cache "$MEMLANE" "$@" --json >"$OUT/$name"
   echo "   $((SECONDS - started)) s -> $OUT/$name" >&2
-  python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(json.dumps(d, indent=1)[:4000])' "$OUT/$name"
+  python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(json.dumps(d, indent=1)[:6000])' "$OUT/$name"
 }
 
-seed_new_cache() {  # the new code searches a copy of the baseline's store (built once)
-  if [ ! -d "$OUT/cache-new" ] && [ -d "$OUT/cache-base" ]; then
-    cp -a "$OUT/cache-base" "$OUT/cache-new"
+home() {  # home N: the bench home of N memories, built once by the baseline
+  local n=$1
+  if [ ! -f "$OUT/home-$n/.built" ]; then
+    rm -rf "$OUT/home-$n"
+    run base bench inject --memories "$n" --queries 5 --warmup 1 --home "$OUT/home-$n" >&2
+    touch "$OUT/home-$n/.built"
   fi
+  echo "$OUT/home-$n"
 }
 
-# 1. inject, both backends in one run (a fresh store of N on each, built by the command itself)
+H=$(home "$N")
+# 1. inject, both backends in one run (each gets a copy of the home's store)
 for i in $(seq "$REPEAT"); do
-  run base bench inject --memories "$N" --queries "$QUERIES" --backend sqlite,postgres --clients 1
-  run new bench inject --memories "$N" --queries "$QUERIES" --backend sqlite,postgres --clients 1
+  for v in base new; do
+    run $v bench inject --memories "$N" --queries "$QUERIES" --backend sqlite,postgres \
+      --clients 1 --load-from "$H"
+  done
 done
-# 2. the HTTP server against the same calls in-process, 1, 8 and 32 clients
-run base bench inject --memories "$N" --queries 20  # builds the cached store of N once
-seed_new_cache
+# 2. the HTTP server against the same calls in-process, 1, 8 and 32 clients (on a copy)
 for i in $(seq "$REPEAT"); do
-  run base bench serve --memories "$N" --calls "$CALLS" --clients 1,8,32
-  run new bench serve --memories "$N" --calls "$CALLS" --clients 1,8,32
+  for v in base new; do
+    run $v bench serve --memories "$N" --calls "$CALLS" --clients 1,8,32 --home "$H"
+  done
 done
-# 3. one million memories (SQLite): building the store embeds 1,000,000 texts once (long)
+# 3. one million memories (SQLite), each version on its own copy of the store
 if [ "${BIG:-0}" = 1 ]; then
-  run base bench inject --memories 1000000 --queries "$QUERIES"
-  seed_new_cache
-  run new bench inject --memories 1000000 --queries "$QUERIES"
-  run base bench inject --memories 1000000 --queries "$QUERIES"
-  run new bench inject --memories 1000000 --queries "$QUERIES"
+  BIGH=$(home 1000000)
+  for v in base new; do
+    [ -d "$OUT/home-1m-$v" ] || cp -a "$BIGH" "$OUT/home-1m-$v"
+  done
+  for i in $(seq "$REPEAT"); do
+    for v in base new; do
+      run $v bench inject --memories 1000000 --queries "$QUERIES" --home "$OUT/home-1m-$v"
+    done
+  done
 fi

@@ -260,16 +260,17 @@ def run_backends(
                         started = time.perf_counter()
                         engine.search("warm up: loads the indexes", owner=OWNER, limit=1)
                         result["open_seconds"] = round(time.perf_counter() - started, 3)
-                        result["stored"] = engine.store.count(OWNER)
+                        result["stored"] = engine.count(OWNER)
                     memo.active = False
                     result["levels"] = _levels(kind, engine, n, seed, clients, calls, warmup)
                     if name == "postgres":
                         from memlane.eval.bench.pg_plans import explain, hnsw_tradeoff
 
-                        store: Any = engine.store
-                        result["explain"] = explain(store.dsn, timer, OWNER)
+                        dsn = engine.settings.store.dsn  # the engine's own settings
+                        assert dsn is not None
+                        result["explain"] = explain(dsn, timer, OWNER)
                         if hnsw:
-                            result["hnsw"] = hnsw_tradeoff(store.dsn, timer, n, seed)
+                            result["hnsw"] = hnsw_tradeoff(dsn, timer, n, seed)
                 report["backends"][name] = result
     finally:
         shutil.rmtree(root, ignore_errors=True)
