@@ -11,6 +11,7 @@ from __future__ import annotations
 from conftest import Backend
 from memlane.engine import MemoryEngine
 from memlane.store.sql import dialect
+from memlane.types import MemoryType
 
 TEXTS = [
     "The deploy pipeline runs on GitHub Actions with a staging step",
@@ -76,3 +77,32 @@ def test_a_search_is_two_round_trips_and_a_second_turn_repeats_nothing(
     assert first.items and not {i.memory.id for i in first.items} & {
         i.memory.id for i in second.items
     }
+
+
+def test_the_search_step_answers_what_the_store_answers(store_backend: Backend) -> None:
+    """The step's legs, rows and cosines are the store's own (scope and type filters
+    included), and arguments it was not prepared with are asked of the store."""
+    engine = store_backend.engine()
+    for text in TEXTS:
+        engine.add(text)
+    engine.add("The staging database runs PostgreSQL 16", agent="ops")
+    engine.add("Staging deploys need a green pipeline first", agent="dev", type="fact")
+    store, embed = engine.store, engine.embedder.embed_batch
+    vec = embed(["where is the staging cluster?"])[0]
+    text = "staging cluster pipeline"
+    for agent, types in ((None, None), ("ops", None), ("dev", {MemoryType.FACT})):
+        step = store.search_step("default", agent)
+        step.prepare(vec, 5, text, 5, types)
+        vector = step.vector_search("default", agent, vec, 5, types)
+        fts = step.fts_search("default", agent, text, 5, types)
+        assert vector and fts
+        assert vector == store.vector_search("default", agent, vec, 5, types)
+        assert fts == store.fts_search("default", agent, text, 5, types)
+        ids = [h.id for h in vector + fts] + [hit.memory.id for hit in engine.search("backups")]
+        assert step.get_many("default", ids) == store.get_many("default", ids)
+        mine, theirs = step.cosines("default", ids, vec), store.cosines("default", ids, vec)
+        assert mine.keys() == theirs.keys() == set(ids)
+        assert all(abs(mine[i] - theirs[i]) < 1e-6 for i in mine)
+        # not what it was prepared with: the store's answer
+        other = ("default", agent, "nightly backups", 3)
+        assert step.fts_search(*other) == store.fts_search(*other)

@@ -58,20 +58,23 @@ class SQLSearchStep:
         statements = []
         if turn is not None:
             statements = turns.context_sql(owner, turn.session, agent, turn.pinned)
+        # The caches' watermarks under their lock; the batch without it (another search of the
+        # process may run meanwhile); its changes applied under it, from where the index is then
+        # (another search may have caught it up further: only newer rows are applied).
         with db.cache_lock():
             text = cache.text(owner, catch_up=False)
             statements.append(feed.changes_sql(owner, text.watermark, SQLFeed.TEXT_COLUMNS))
-            vectors = None
-            if search.in_process:
-                vectors = cache.vector(owner, catch_up=False)
+            vectors = cache.vector(owner, catch_up=False) if search.in_process else None
+            if vectors is not None:
                 statements.append(
                     feed.changes_sql(owner, vectors.watermark, SQLFeed.VECTOR_COLUMNS)
                 )
-            with db.read() as q:
-                rows = q.batch(statements)
+        with db.read() as q:
+            rows = q.batch(statements)
+        with db.cache_lock():
             if vectors is not None:
-                vectors.apply(*feed.vector_rows(*feed.changed(rows.pop(), vectors.watermark)))
-            text.apply(*feed.text_rows(*feed.changed(rows.pop(), text.watermark)))
+                vectors.apply(*feed.vector_rows(*_newer(feed, rows.pop(), vectors.watermark)))
+            text.apply(*feed.text_rows(*_newer(feed, rows.pop(), text.watermark)))
         if turn is not None:
             self.context = turns.context_of(owner, turn.session, rows)
 
@@ -207,3 +210,9 @@ class SQLSearchStep:
 def _full(ask: tuple[Any, ...]) -> tuple[Any, ...] | None:
     """A leg's positional arguments with the default ``types`` (``None``) filled in."""
     return ask if len(ask) == 5 else (*ask, None) if len(ask) == 4 else None
+
+
+def _newer(feed: SQLFeed, rows: Sequence[Sequence[Any]], watermark: int) -> tuple[list[Any], int]:
+    """:meth:`SQLFeed.changed` of the catch-up ``rows`` numbered above ``watermark`` (the
+    index's, which may have moved on since the rows were asked for)."""
+    return feed.changed([r for r in rows if int(r[-1]) > watermark], watermark)
