@@ -47,7 +47,8 @@ home() {  # home N: the bench home of N memories, built once by the baseline
   if [ ! -f "$OUT/home-$n/.built" ]; then
     rm -rf "$OUT/home-$n"
     run base bench inject --memories "$n" --queries 5 --warmup 1 --home "$OUT/home-$n" >&2
-    touch "$OUT/home-$n/.built"
+    # --load-from reads the source home's settings: an empty file (the defaults it was built with)
+    touch "$OUT/home-$n/memlane.toml" "$OUT/home-$n/.built"
   fi
   echo "$OUT/home-$n"
 }

@@ -29,7 +29,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from memlane.dedup.guard import GuardVerdict, compare, content_words, numbers
+from memlane.dedup.guard import GuardVerdict, TextAnalyses, compare, numbers
 from memlane.store.base import MemoryStore, Vector
 from memlane.types import Memory
 
@@ -64,6 +64,10 @@ def _swapped(a: list[str], b: list[str]) -> bool:
     return False
 
 
+#: The guard's analyses of the texts :func:`relate` compares (tokens, content words, numbers),
+#: kept per text (at most 4,096 texts, then it starts again: the guard's own bound).
+_TEXTS = TextAnalyses(limit=4096)
+
 #: How many pairs of texts :func:`_related` remembers (a pair holds references to two texts
 #: already in memory elsewhere; at most a few MB even for long texts).
 RELATED_PAIRS = 8192
@@ -72,17 +76,21 @@ RELATED_PAIRS = 8192
 def relate(a: str, b: str) -> Agreement:
     """How texts ``a`` and ``b`` (already near by cosine) relate: see the module docstring.
     Symmetric in what it returns; about 0.1 ms a pair (the guard's comparison)."""
-    verdict = compare(a, b).verdict
+    verdict = compare(a, b, _TEXTS).verdict
     if verdict in _SAME:
         return "same"
-    words_a, words_b = content_words(a), content_words(b)
+    # content_words() and numbers() of each text, from its analysis kept in _TEXTS (the same
+    # lists: both are that analysis's fields, computed again at every call otherwise)
+    seen_a, seen_b = _TEXTS.analysis(a), _TEXTS.analysis(b)
+    words_a, words_b = list(seen_a.content), list(seen_b.content)
     if verdict is GuardVerdict.NUMBERS_DIFFER:
-        same_shape = len(numbers(a)) == len(numbers(b))
+        same_shape = len(seen_a.numbers) == len(seen_b.numbers)
         return "update" if words_a == words_b and same_shape else "distinct"
     if verdict is GuardVerdict.NEGATION_DIFFERS:
         plain_a = [w for w in words_a if w not in _NEGATIONS]
         plain_b = [w for w in words_b if w not in _NEGATIONS]
-        return "update" if plain_a == plain_b and numbers(a) == numbers(b) else "distinct"
+        same_numbers = seen_a.numbers == seen_b.numbers
+        return "update" if plain_a == plain_b and same_numbers else "distinct"
     if verdict is GuardVerdict.DIFFERENT and not _swapped(words_a, words_b):
         return "same"
     return "distinct"
