@@ -30,8 +30,10 @@ from memlane.types import Association, Memory, MemoryType, Status
 if TYPE_CHECKING:
     from memlane.store.sql.search import Search
 
-#: Index of the embedding in a row of ``MEMORY_COLUMNS, embedding``.
-_EMBEDDING = MEMORY_COLUMNS.count(",") + 1
+#: Where the columns a search reads stand in a row of ``MEMORY_COLUMNS, embedding``.
+_COLUMNS = [c.strip() for c in MEMORY_COLUMNS.split(",")]
+_ID, _AGENT, _TYPE, _STATUS = (_COLUMNS.index(c) for c in ("id", "agent", "type", "status"))
+_EMBEDDING = len(_COLUMNS)
 
 
 class SQLSearchStep:
@@ -42,9 +44,13 @@ class SQLSearchStep:
         self.owner = owner
         self.agent = agent
         self.context: TurnContext | None = None
-        self._rows: dict[int, Memory] = {}  # key -> row, read by the trips
-        self._ids: dict[str, int] = {}  # id -> key
-        self._vectors: dict[str, Vector] = {}  # id -> embedding
+        # Rows read by the trips, as read (key -> row, id -> key); a memory or an embedding is
+        # made of a row only when the search asks for it (most hits never are: ~35 rows a turn,
+        # of which the search reads a dozen).
+        self._rows: dict[int, Sequence[Any]] = {}
+        self._ids: dict[str, int] = {}
+        self._memories: dict[str, Memory] = {}
+        self._vectors: dict[str, Vector] = {}
         self._vector: tuple[VectorAsk, list[ScoredId]] | None = None
         self._fts: tuple[tuple[Any, ...], list[ScoredId]] | None = None
         self._pending: list[int] = []  # keys to read with the next batch
@@ -108,17 +114,30 @@ class SQLSearchStep:
 
     def _scored(self, rows: Sequence[Sequence[Any]]) -> list[ScoredId]:
         """The vector statement's rows as hits, best first (their rows and embeddings kept)."""
-        hits = [ScoredId(self._keep(r).id, 1.0 - float(r[-1])) for r in rows]
+        hits = [ScoredId(self._keep(r), 1.0 - float(r[-1])) for r in rows]
         hits.sort(key=lambda h: -h.score)  # relaxed_order: near-sorted only
         return hits
 
-    def _keep(self, row: Sequence[Any]) -> Memory:
-        memory = self._s.memories.rows.memory(row)
-        key = int(row[0])
-        self._rows[key] = memory
-        self._ids[memory.id] = key
-        self._vectors[memory.id] = self._s.db.dialect.vec_out(row[_EMBEDDING])
-        return memory
+    def _keep(self, row: Sequence[Any]) -> str:
+        """Keep a row of ``MEMORY_COLUMNS, embedding``; its memory's id."""
+        key, memory_id = int(row[0]), str(row[_ID])
+        self._rows[key] = row
+        self._ids[memory_id] = key
+        return memory_id
+
+    def _memory(self, memory_id: str) -> Memory:
+        found = self._memories.get(memory_id)
+        if found is None:
+            row = self._rows[self._ids[memory_id]]
+            found = self._memories[memory_id] = self._s.memories.rows.memory(row)
+        return found
+
+    def _embedding(self, memory_id: str) -> Vector:
+        found = self._vectors.get(memory_id)
+        if found is None:
+            row = self._rows[self._ids[memory_id]]
+            found = self._vectors[memory_id] = self._s.db.dialect.vec_out(row[_EMBEDDING])
+        return found
 
     def _read(
         self, keys: Sequence[int], extra: list[tuple[str, list[Any]]]
@@ -153,9 +172,9 @@ class SQLSearchStep:
         self._read(keys, [])
         out: dict[int, RowRef] = {}
         for key in keys:
-            m = self._rows.get(key)
-            if m is not None:
-                out[key] = RowRef(m.id, m.agent, m.type.value, m.status is Status.ACTIVE)
+            r = self._rows.get(key)
+            if r is not None:
+                out[key] = RowRef(r[_ID], r[_AGENT], r[_TYPE], r[_STATUS] == Status.ACTIVE.value)
         return out
 
     # ------------------------------------------------------------------ the search's reads
@@ -177,7 +196,7 @@ class SQLSearchStep:
     def get_many(self, owner: str, ids: Sequence[str]) -> dict[str, Memory]:
         if owner != self.owner:
             return self._s.memories.get_many(owner, ids)
-        out = {i: self._rows[self._ids[i]] for i in ids if i in self._ids}
+        out = {i: self._memory(i) for i in ids if i in self._ids}
         missing = [i for i in ids if i not in out]
         if missing:
             out.update(self._s.memories.get_many(owner, missing))
@@ -186,9 +205,7 @@ class SQLSearchStep:
     def cosines(self, owner: str, ids: Sequence[str], vector: Vector) -> dict[str, float]:
         if owner != self.owner:
             return self._s.cosines(owner, ids, vector)
-        out = {
-            i: float(self._vectors[i] @ vector) for i in dict.fromkeys(ids) if i in self._vectors
-        }
+        out = {i: float(self._embedding(i) @ vector) for i in dict.fromkeys(ids) if i in self._ids}
         missing = [i for i in ids if i not in out]
         if missing:
             out.update(self._s.cosines(owner, missing, vector))
