@@ -151,12 +151,14 @@ def make_lab(root: Path, **memlane_env: str) -> Lab:
 
 
 # ------------------------------------------------------------------------------ Claude Code
-def claude_session(lab: Lab, cwd: Path, prompts: list[str], session: str | None = None) -> str:
+def claude_session(
+    lab: Lab, cwd: Path, prompts: list[str], session: str | None = None, *extra: str
+) -> str:
     """One ``claude -p --input-format stream-json`` process taking ``prompts`` one at a time
-    (each sent once the previous turn's result is out), resuming ``session`` when given.
-    Returns the session id."""
+    (each sent once the previous turn's result is out), resuming ``session`` when given;
+    ``extra``: more options (``--mcp-config ...``). Returns the session id."""
     args = [str(lab.claude), "-p", "--input-format", "stream-json", "--output-format",
-            "stream-json", "--verbose"]  # fmt: skip
+            "stream-json", "--verbose", *extra]  # fmt: skip
     if session:
         args += ["--resume", session]
     proc = subprocess.Popen(args, cwd=cwd, env=lab.env, stdin=subprocess.PIPE,
@@ -181,6 +183,14 @@ def claude_session(lab: Lab, cwd: Path, prompts: list[str], session: str | None 
             proc.wait()
         proc.stdout.close()
     return found
+
+
+def mcp_config(lab: Lab) -> list[str]:
+    """Options that give Claude Code memlane's MCP server (the lab's home) and let it call
+    ``remember`` without asking (``-p`` has nobody to ask)."""
+    server = {"command": sys.executable, "args": ["-m", "memlane", "mcp"], "env": lab.env}
+    config = json.dumps({"mcpServers": {"memlane": server}})
+    return ["--mcp-config", config, "--allowedTools", "mcp__memlane__remember"]
 
 
 def claude_once(lab: Lab, cwd: Path, prompt: str, session: str | None = None) -> dict[str, Any]:

@@ -5,7 +5,8 @@ memlane's hooks installed by ``memlane hooks install``, talking to fake model se
 - a memory added with ``memlane add`` (no owner) reaches Claude Code's model;
 - over a session it is injected once and no request holds it twice; after ``/compact``
   (Claude Code), a real ``/compress`` or ``/clear`` (Gemini CLI) it comes back, once;
-- a ``memlane serve`` of another home on the configured port is not used.
+- a ``memlane serve`` of another home on the configured port is not used;
+- a memory the session wrote through memlane's MCP ``remember`` is not injected back into it.
 
 Slow by nature (a Node.js client per step, several seconds each on a busy machine): marked
 ``clients``; run with the rest of the suite by ``make test``.
@@ -166,3 +167,30 @@ def test_a_server_of_another_home_on_the_configured_port_is_not_used(lab: cs.Lab
     assert list(memory) == [r for r in cs.rows(lab.anthropic, memory)[0].memories]
     hooks_log = (lab.home / "logs" / "hooks.log").read_text()
     assert "in-process (no memlane server serves this home" in hooks_log
+
+
+def test_claude_code_a_memory_remembered_through_mcp_is_not_injected_back(lab: cs.Lab) -> None:
+    """The model calls memlane's MCP ``remember`` (the fake server answers the first prompt
+    with that tool call; Claude Code runs the real ``memlane mcp``); on the next prompt of the
+    same session the hook finds the call in the transcript and leaves that memory out: the
+    request holds it only in the tool call and its result, no block. A new session gets it.
+    (Before: a block with it on the next prompt, a third copy.)"""
+    repo = cs.make_repo(lab.root / "shop", "git@github.com:acme/shop.git")
+    lab.anthropic.tool_use_on["Please remember"] = ("mcp__memlane__remember", {"content": DB})
+    mcp = cs.mcp_config(lab)
+    # MCP servers connect in the background: its tools are there from the second request on
+    hello = ["Hello there.", "Please remember the staging database."]
+    session = cs.claude_session(lab, repo, hello, None, *mcp)
+    (stored,) = json.loads(lab.memlane("list", "--json"))
+    assert stored["content"] == DB  # the real MCP server stored it
+    memory = {stored["id"]: DB}
+    asked = len(lab.anthropic.model_requests())
+    cs.claude_session(lab, repo, [ASKS[0]], session, *mcp)
+    later = cs.rows(lab.anthropic, memory)[asked:]
+    table = cs.table("claude", later, {stored["id"]: "DB"})
+    # its text twice (the tool call's input and its result), and no memlane block
+    assert later and all(r.memories.get(stored["id"]) == 2 and r.blocks == 0 for r in later), table
+    fresh = len(lab.anthropic.model_requests())
+    cs.claude_once(lab, repo, ASKS[0])
+    (other,) = cs.rows(lab.anthropic, memory)[fresh:]
+    assert (other.memories.get(stored["id"]), other.blocks) == (1, 1)

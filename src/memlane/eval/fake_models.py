@@ -33,6 +33,9 @@ class FakeModel:
     requests: list[Recorded] = field(default_factory=list)
     #: Gemini: the promptTokenCount to report on the next stream answers (then back to small).
     big_usage_next: int = 0
+    #: Anthropic: a user message holding this text (key) is answered with a ``tool_use`` of
+    #: (tool name, input) instead of text (the tool's result comes back in the next request).
+    tool_use_on: dict[str, tuple[str, dict[str, Any]]] = field(default_factory=dict)
     answered: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -97,6 +100,33 @@ def _anthropic(fake: FakeModel, h: BaseHTTPRequestHandler, body: dict[str, Any])
         "stop_sequence": None,
         "usage": {"input_tokens": 100, "output_tokens": 1},
     }
+    users = [m for m in body.get("messages") or [] if m.get("role") == "user"]
+    said = users[-1].get("content") if users else None  # a system entry may come after it
+    said = (
+        said
+        if isinstance(said, str)
+        else " ".join(
+            p.get("text", "") for p in said or [] if isinstance(p, dict) and p.get("type") == "text"
+        )
+    )
+    tool = next((call for key, call in fake.tool_use_on.items() if key in said), None)
+    if tool is not None and body.get("stream"):
+        name, arguments = tool
+        block = {"type": "tool_use", "id": f"toolu_fake_{number:04d}", "name": name, "input": {}}
+        _sse(h, [
+            ("message_start", {"type": "message_start", "message": message}),
+            ("content_block_start", {"type": "content_block_start", "index": 0,
+                                     "content_block": block}),
+            ("content_block_delta", {"type": "content_block_delta", "index": 0,
+                                     "delta": {"type": "input_json_delta",
+                                               "partial_json": json.dumps(arguments)}}),
+            ("content_block_stop", {"type": "content_block_stop", "index": 0}),
+            ("message_delta", {"type": "message_delta",
+                               "delta": {"stop_reason": "tool_use", "stop_sequence": None},
+                               "usage": {"output_tokens": 1}}),
+            ("message_stop", {"type": "message_stop"}),
+        ])  # fmt: skip
+        return
     if not body.get("stream"):
         done = {**message, "content": [{"type": "text", "text": text}], "stop_reason": "end_turn"}
         _json(h, done)
