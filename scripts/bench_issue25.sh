@@ -6,6 +6,14 @@
 #   N=2000 QUERIES=40 CALLS=80 scripts/bench_issue25.sh   # a quick check that everything runs
 #   BIG=1 scripts/bench_issue25.sh           # also `bench inject --memories 1000000` (SQLite)
 #
+# How long (idle 2-core machine, estimated from docs/benchmarks.md's build rate of ~200
+# memories/s and today's runs at small N): building the store of 100,000 once ~9 min; each
+# `inject --backend sqlite,postgres --load-from` ~3 min (the PostgreSQL copy included); each
+# `serve` ~2 min; so ~30 min with REPEAT=2, ~20 min with REPEAT=1. BIG=1 first builds a store
+# of 1,000,000 (~90 min at that rate): it does not fit a 10-minute slot unless $OUT/home-1000000
+# was built before (then each 1M inject run is a few minutes). Checked at N=400 (REPEAT=1): the
+# whole script ran (exit 0), 0 errors and 0 lost writes in both versions' serve runs.
+#
 # BASE (default c0d530d, the head before this session) is checked out once, detached, under
 # $OUT/base and run with this checkout's virtual environment (PYTHONPATH puts its src/ first;
 # the dependencies did not change). The store of N memories is built once, by the baseline, into
