@@ -19,6 +19,7 @@ from memlane.store.index_cache import (
     TextChange,
     VectorChange,
 )
+from memlane.store.records import TextAsk, VectorAsk
 from memlane.types import Memory, MemoryType, Status
 
 DIM = 16
@@ -141,26 +142,26 @@ def test_catch_up_applies_inserts_updates_and_status_changes_in_order() -> None:
     feed.add(1, "o", "the red kite", a)
     feed.add(2, "o", "the blue boat", b)
     cache = IndexCache(feed, DIM, None)
-    assert _ids(cache.vector_search("o", None, a, 1)) == ["m1"]
-    assert _ids(cache.fts_search("o", None, "kite", 5)) == ["m1"]
+    assert _ids(cache.vector_search(VectorAsk("o", None, a, 1))) == ["m1"]
+    assert _ids(cache.fts_search(TextAsk("o", None, "kite", 5))) == ["m1"]
 
     # re-embed + new text of row 1, forget row 2, a new row 3: one catch-up applies all three
     feed.commit(Row(1, "o", "a green lantern", c))
     feed.commit(Row(2, "o", "the blue boat", b, status="forgotten"))
     feed.add(3, "o", "another red kite", a)
-    assert _ids(cache.vector_search("o", None, c, 1)) == ["m1"]
-    assert _ids(cache.vector_search("o", None, a, 5))[0] == "m3"
-    assert "m2" not in _ids(cache.vector_search("o", None, b, 5))
-    assert _ids(cache.fts_search("o", None, "kite", 5)) == ["m3"]
-    assert _ids(cache.fts_search("o", None, "lantern", 5)) == ["m1"]
-    assert cache.fts_search("o", None, "boat", 5) == []
+    assert _ids(cache.vector_search(VectorAsk("o", None, c, 1))) == ["m1"]
+    assert _ids(cache.vector_search(VectorAsk("o", None, a, 5)))[0] == "m3"
+    assert "m2" not in _ids(cache.vector_search(VectorAsk("o", None, b, 5)))
+    assert _ids(cache.fts_search(TextAsk("o", None, "kite", 5))) == ["m3"]
+    assert _ids(cache.fts_search(TextAsk("o", None, "lantern", 5))) == ["m1"]
+    assert cache.fts_search(TextAsk("o", None, "boat", 5)) == []
     assert len(cache.vectors["o"]) == 2 and len(cache.texts["o"]) == 2
 
     # a row changed twice between catch-ups: the later change wins
     feed.commit(Row(3, "o", "a yellow kite", b))
     feed.commit(Row(3, "o", "a yellow kite", b, status="superseded"))
-    assert "m3" not in _ids(cache.vector_search("o", None, b, 5))
-    assert cache.fts_search("o", None, "yellow", 5) == []
+    assert "m3" not in _ids(cache.vector_search(VectorAsk("o", None, b, 5)))
+    assert cache.fts_search(TextAsk("o", None, "yellow", 5)) == []
 
 
 def test_catch_up_reads_from_its_watermark_per_owner() -> None:
@@ -169,20 +170,20 @@ def test_catch_up_reads_from_its_watermark_per_owner() -> None:
     feed.add(2, "p", "other owner", unit(2))
     feed.add(3, "o", "second", unit(3))
     cache = IndexCache(feed, DIM, None)
-    cache.vector_search("o", None, unit(1), 3)
-    cache.vector_search("o", None, unit(1), 3)  # nothing new: asks from 3, reads no row
+    cache.vector_search(VectorAsk("o", None, unit(1), 3))
+    cache.vector_search(VectorAsk("o", None, unit(1), 3))  # nothing new: asks from 3, reads no row
     feed.add(4, "o", "third", unit(4))
-    cache.vector_search("o", None, unit(1), 3)
-    cache.vector_search("p", None, unit(1), 3)
+    cache.vector_search(VectorAsk("o", None, unit(1), 3))
+    cache.vector_search(VectorAsk("p", None, unit(1), 3))
     assert feed.calls == [("vector", "o", 0), ("vector", "o", 3), ("vector", "o", 3),
                           ("vector", "p", 0)]  # fmt: skip
     assert cache.vectors["o"].watermark == 4 and cache.vectors["p"].watermark == 2
     # the text index keeps its own watermark on the same sequence
-    cache.fts_search("o", None, "third", 1)
+    cache.fts_search(TextAsk("o", None, "third", 1))
     assert feed.calls[-1] == ("text", "o", 0) and cache.texts["o"].watermark == 4
     # other owners' rows are never in an owner's index
-    assert _ids(cache.vector_search("o", None, unit(2), 5)) != [] and "m2" not in _ids(
-        cache.vector_search("o", None, unit(2), 5)
+    assert _ids(cache.vector_search(VectorAsk("o", None, unit(2), 5))) != [] and "m2" not in _ids(
+        cache.vector_search(VectorAsk("o", None, unit(2), 5))
     )
 
 
@@ -199,10 +200,10 @@ def test_watermark_is_the_feeds_not_the_highest_row_seen() -> None:
     feed.add(1, "o", "one", unit(1))
     feed.add(2, "o", "two", unit(2))
     cache = IndexCache(feed, DIM, None)
-    assert _ids(cache.vector_search("o", None, unit(2), 2)) == ["m1"]
+    assert _ids(cache.vector_search(VectorAsk("o", None, unit(2), 2))) == ["m1"]
     assert cache.vectors["o"].watermark == 1
     TxFeed.vector_changes = FakeFeed.vector_changes  # type: ignore[method-assign]
-    assert _ids(cache.vector_search("o", None, unit(2), 1)) == ["m2"]
+    assert _ids(cache.vector_search(VectorAsk("o", None, unit(2), 1))) == ["m2"]
 
 
 def test_saved_round_trip_and_files_of_another_store_ignored(tmp_path: Path) -> None:
@@ -210,7 +211,10 @@ def test_saved_round_trip_and_files_of_another_store_ignored(tmp_path: Path) -> 
     for key in range(1, 6):
         feed.add(key, "o", f"note {key} about the kite festival", unit(key))
     cache = IndexCache(feed, DIM, tmp_path)
-    before = cache.vector_search("o", None, unit(3), 3), cache.fts_search("o", None, "kite", 3)
+    before = (
+        cache.vector_search(VectorAsk("o", None, unit(3), 3)),
+        cache.fts_search(TextAsk("o", None, "kite", 3)),
+    )
     cache.save(min_rows=10)  # too small to be worth a file
     assert list(tmp_path.iterdir()) == []
     cache.save(min_rows=1)
@@ -223,7 +227,10 @@ def test_saved_round_trip_and_files_of_another_store_ignored(tmp_path: Path) -> 
     feed.calls.clear()
     again = IndexCache(feed, DIM, tmp_path)
     assert again.load_vector_file("o") is not None and again.load_text_file("o") is not None
-    after = again.vector_search("o", None, unit(3), 3), again.fts_search("o", None, "kite", 3)
+    after = (
+        again.vector_search(VectorAsk("o", None, unit(3), 3)),
+        again.fts_search(TextAsk("o", None, "kite", 3)),
+    )
     assert after == before
     assert again.vectors["o"].saved_at == 5 and again.texts["o"].saved_at == 5
     # loaded at watermark 5: the catch-up asks only for later changes
@@ -239,14 +246,14 @@ def test_damaged_saved_files_load_as_none(tmp_path: Path) -> None:
     feed = FakeFeed()
     feed.add(1, "o", "the harbour ferry", unit(1))
     cache = IndexCache(feed, DIM, tmp_path)
-    cache.vector_search("o", None, unit(1), 1)
-    cache.fts_search("o", None, "ferry", 1)
+    cache.vector_search(VectorAsk("o", None, unit(1), 1))
+    cache.fts_search(TextAsk("o", None, "ferry", 1))
     cache.save(min_rows=1)
     for file in tmp_path.iterdir():
         file.write_bytes(b"garbage")
     again = IndexCache(feed, DIM, tmp_path)
     assert again.load_vector_file("o") is None and again.load_text_file("o") is None
-    assert _ids(again.fts_search("o", None, "ferry", 1)) == ["m1"]  # rebuilt from the feed
+    assert _ids(again.fts_search(TextAsk("o", None, "ferry", 1))) == ["m1"]  # rebuilt from the feed
 
 
 def test_over_fetch_when_other_agents_or_types_crowd_the_scope_out() -> None:
@@ -257,15 +264,17 @@ def test_over_fetch_when_other_agents_or_types_crowd_the_scope_out() -> None:
     feed.add(100, "o", "dev note", unit(100, near=query, noise=1.5), agent="dev")
     feed.add(101, "o", "shared note", unit(101, near=query, noise=2.0), type="preference")
     cache = IndexCache(feed, DIM, None)
-    assert sorted(_ids(cache.vector_search("o", "dev", query, 2))) == ["m100", "m101"]
-    assert _ids(cache.vector_search("o", None, query, 1, [MemoryType.PREFERENCE])) == ["m101"]
+    assert sorted(_ids(cache.vector_search(VectorAsk("o", "dev", query, 2)))) == ["m100", "m101"]
+    assert _ids(cache.vector_search(VectorAsk("o", None, query, 1, [MemoryType.PREFERENCE]))) == [
+        "m101"
+    ]
     # nearest is exact-scope (dedup): the agent's own, then the shared scope's own
     assert [m.id for m, _ in cache.nearest("o", "dev", query, 1)] == ["m100"]
     assert [m.id for m, _ in cache.nearest("o", None, query, 1)] == ["m101"]
     # without any filter the near-copies win, as they should
-    assert _ids(cache.vector_search("o", None, query, 3))[0].startswith("m") and "m100" not in (
-        _ids(cache.vector_search("o", None, query, 3))
-    )
+    assert _ids(cache.vector_search(VectorAsk("o", None, query, 3)))[0].startswith(
+        "m"
+    ) and "m100" not in (_ids(cache.vector_search(VectorAsk("o", None, query, 3))))
 
 
 def test_pending_rows_seen_by_nearest_and_dropped_on_rollback() -> None:
@@ -283,10 +292,10 @@ def test_pending_rows_seen_by_nearest_and_dropped_on_rollback() -> None:
     near = cache.nearest("o", None, new, 1)
     assert [m.id for m, _ in near] == ["m2"] and near[0][1] == pytest.approx(1.0, abs=1e-5)
     # the ranked legs see committed rows only ...
-    assert _ids(cache.vector_search("o", None, new, 5)) == ["m1"]
+    assert _ids(cache.vector_search(VectorAsk("o", None, new, 5))) == ["m1"]
     # ... and not a row this transaction took out of search (index behind, row read current)
     feed.open_tx[1] = Row(1, "o", "committed", unit(1), status="forgotten")
-    assert cache.vector_search("o", None, unit(1), 5) == []
+    assert cache.vector_search(VectorAsk("o", None, unit(1), 5)) == []
     assert cache.nearest("o", None, unit(1), 5)[0][0].id == "m2"
     del feed.open_tx[1]
 
@@ -305,6 +314,6 @@ def test_fts_query_without_content_words_or_k_zero_is_empty() -> None:
     feed = FakeFeed()
     feed.add(1, "o", "the kite", unit(1))
     cache = IndexCache(feed, DIM, None)
-    assert cache.fts_search("o", None, "the and of", 5) == []
-    assert cache.fts_search("o", None, "kite", 0) == []
+    assert cache.fts_search(TextAsk("o", None, "the and of", 5)) == []
+    assert cache.fts_search(TextAsk("o", None, "kite", 0)) == []
     assert feed.calls == []  # nothing to look up: the index is not even built

@@ -20,7 +20,7 @@ ends, committed (the feed returns them from then on) or rolled back (they never 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import NamedTuple, Protocol
 
@@ -28,6 +28,7 @@ import numpy as np
 
 from memlane.store import index_files
 from memlane.store.base import ScoredId, Vector
+from memlane.store.records import TextAsk, VectorAsk
 from memlane.store.text_index import TextIndex, tokens
 from memlane.store.vector_index import OwnerIndex
 from memlane.types import Memory, MemoryType, Status
@@ -229,21 +230,14 @@ class IndexCache:
         return out[:k]
 
     def vector_search(
-        self,
-        owner: str,
-        agent: str | None,
-        vector: Vector,
-        k: int,
-        types: Collection[MemoryType] | None = None,
-        *,
-        refs: RefReader | None = None,
-        catch_up: bool = True,
+        self, ask: VectorAsk, *, refs: RefReader | None = None, catch_up: bool = True
     ) -> list[ScoredId]:
         """Top ``k`` active memories of the scope (``agent=None``: all the owner's; else that
         agent's and shared ones), of ``types`` when given, by cosine, best first. Asks the index
         for ``3k`` when filtering, then 4 times more while other agents' or types' rows crowd
         the scope out. ``refs``: where the hits' rows are read (default: the feed's
         ``row_refs``); ``catch_up=False``: the caller caught the index up."""
+        owner, agent, vector, k, types = ask
         wanted = None if not types else {MemoryType(t).value for t in types}
         index = self.vector(owner, catch_up=catch_up)
         read = refs or self.feed.row_refs
@@ -265,35 +259,17 @@ class IndexCache:
             over *= 4
 
     def fts_search(
-        self,
-        owner: str,
-        agent: str | None,
-        query: str,
-        k: int,
-        types: Collection[MemoryType] | None = None,
-        *,
-        refs: RefReader | None = None,
-        catch_up: bool = True,
+        self, ask: TextAsk, *, refs: RefReader | None = None, catch_up: bool = True
     ) -> list[ScoredId]:
         """Top ``k`` memories of the scope (of ``types`` when given) by BM25 over the first
         :data:`MAX_QUERY_TERMS` terms of ``query`` (plain text), best first; ``[]`` when the
         query has no content word. The BM25 index filters scope and type itself: no
         over-fetch. ``refs``, ``catch_up``: as :meth:`vector_search`'s."""
-        return self.fts_resolve(
-            owner, self.fts_hits(owner, agent, query, k, types, catch_up=catch_up), refs
-        )
+        return self.fts_resolve(ask.owner, self.fts_hits(ask, catch_up=catch_up), refs)
 
-    def fts_hits(
-        self,
-        owner: str,
-        agent: str | None,
-        query: str,
-        k: int,
-        types: Collection[MemoryType] | None = None,
-        *,
-        catch_up: bool = True,
-    ) -> list[tuple[int, float]]:
+    def fts_hits(self, ask: TextAsk, *, catch_up: bool = True) -> list[tuple[int, float]]:
         """:meth:`fts_search`'s hits as ``(key, score)``, before their rows are read."""
+        owner, agent, query, k, types = ask
         terms = tokens(query)[:MAX_QUERY_TERMS]
         if not terms or k <= 0:
             return []

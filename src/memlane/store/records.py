@@ -4,7 +4,7 @@ injection turn's steps, and the chunk size of id lists."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, NamedTuple
@@ -152,3 +152,23 @@ class TurnStart:
     state: SessionState
     same_session: set[str]
     vectors: dict[str, Vector]
+
+
+class VectorAsk(NamedTuple):
+    """One vector search: :meth:`~memlane.store.base.MemoryStore.vector_search`'s arguments."""
+
+    owner: str
+    agent: str | None
+    vector: Vector
+    k: int
+    types: Collection[MemoryType] | None = None
+
+
+class TextAsk(NamedTuple):
+    """One BM25 search: :meth:`~memlane.store.base.MemoryStore.fts_search`'s arguments."""
+
+    owner: str
+    agent: str | None
+    query: str
+    k: int
+    types: Collection[MemoryType] | None = None

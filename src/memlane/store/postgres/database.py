@@ -43,7 +43,8 @@ from memlane.errors import StoreError
 from memlane.store.base import ScoredId, Vector
 from memlane.store.postgres.connect import configure
 from memlane.store.postgres.errors import translate
-from memlane.store.sql.database import AccessBuffer, VectorAsk
+from memlane.store.records import VectorAsk
+from memlane.store.sql.database import AccessBuffer
 from memlane.store.sql.dialect import PgDialect, Q, observe
 from memlane.store.sql.memories import Memories, exact_agent_sql, scope_sql
 from memlane.store.sql.rows import MEMORY_COLUMNS

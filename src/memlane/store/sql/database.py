@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Collection, Sequence
+from collections.abc import Sequence
 from contextlib import AbstractContextManager
-from typing import Any, NamedTuple, Protocol
+from typing import Any, Protocol
 
 from memlane.store.base import ScoredId, Vector
+from memlane.store.records import VectorAsk
 from memlane.store.sql.dialect import Dialect, Q
-from memlane.types import Memory, MemoryType
+from memlane.types import Memory
 
 #: Flush buffered access counts when this many (owner, id) are buffered, or the oldest is this
 #: many seconds old.
@@ -114,26 +115,6 @@ class Database(Protocol):
         """Release the connections (idempotent); later use raises
         :class:`~memlane.errors.StoreError`."""
         ...
-
-
-class VectorAsk(NamedTuple):
-    """One vector search: :meth:`~memlane.store.base.MemoryStore.vector_search`'s arguments."""
-
-    owner: str
-    agent: str | None
-    vector: Vector
-    k: int
-    types: Collection[MemoryType] | None = None
-
-
-class TextAsk(NamedTuple):
-    """One BM25 search: :meth:`~memlane.store.base.MemoryStore.fts_search`'s arguments."""
-
-    owner: str
-    agent: str | None
-    query: str
-    k: int
-    types: Collection[MemoryType] | None = None
 
 
 class VectorLeg(Protocol):

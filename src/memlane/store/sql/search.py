@@ -14,7 +14,8 @@ from typing import Any
 from memlane.store.base import Candidates, ScoredId, TurnQuery, Vector
 from memlane.store.candidates import candidate_pairs
 from memlane.store.index_cache import IndexCache
-from memlane.store.sql.database import Database, TextAsk, VectorAsk, VectorLeg
+from memlane.store.records import TextAsk, VectorAsk
+from memlane.store.sql.database import Database, VectorLeg
 from memlane.store.sql.feed import SQLFeed
 from memlane.store.sql.links import Links
 from memlane.store.sql.memories import Memories
@@ -54,7 +55,7 @@ class Search:
     def fts_search(self, /, *ask: Any, **named: Any) -> list[ScoredId]:
         query = TextAsk(*ask, **named)
         with self.db.cache_lock():
-            return self.cache.fts_search(*query)
+            return self.cache.fts_search(query)
 
     def cosines(self, owner: str, ids: Sequence[str], vector: Vector) -> dict[str, float]:
         return {mid: float(v @ vector) for mid, v in self.memories.embeddings(owner, ids).items()}

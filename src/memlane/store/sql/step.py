@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from memlane.store.base import ScoredId, TurnContext, TurnQuery, Vector
 from memlane.store.index_cache import RowRef
-from memlane.store.sql.database import VectorAsk
+from memlane.store.records import TextAsk, VectorAsk
 from memlane.store.sql.feed import SQLFeed
 from memlane.store.sql.rows import MEMORY_COLUMNS
 from memlane.types import Association, Memory, MemoryType, Status
@@ -98,14 +98,14 @@ class SQLSearchStep:
         s, owner, agent = self._s, self.owner, self.agent
         ask = VectorAsk(owner, agent, vector, k, types)
         with s.db.cache_lock():
-            hits = s.cache.fts_hits(owner, agent, text, fts_k, types, catch_up=False)
+            hits = s.cache.fts_hits(TextAsk(owner, agent, text, fts_k, types), catch_up=False)
         self._pending = [key for key, _ in hits]  # read with the first batch below
         statement = s.vectors.search_sql(ask) if k > 0 else None
         if statement is not None:
             self._vector = (ask, self._scored(self._read([], [statement])[0]))
         elif k > 0:  # in process (SQLite): the ANN cache, caught up by trip 1
             with s.db.cache_lock():
-                found = s.cache.vector_search(*ask, refs=self.refs, catch_up=False)
+                found = s.cache.vector_search(ask, refs=self.refs, catch_up=False)
             self._vector = (ask, found)
         self._fts = (
             (owner, agent, text, fts_k, types),

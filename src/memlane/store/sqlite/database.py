@@ -22,7 +22,8 @@ from memlane._ids import to_iso, utcnow
 from memlane.errors import StoreError
 from memlane.store.base import ScoredId, Vector
 from memlane.store.index_cache import IndexCache
-from memlane.store.sql.database import AccessBuffer, VectorAsk
+from memlane.store.records import VectorAsk
+from memlane.store.sql.database import AccessBuffer
 from memlane.store.sql.dialect import Dialect, Q
 from memlane.store.sqlite.connect import begin_immediate, lock_for_write
 from memlane.store.sqlite.errors import translate
@@ -255,7 +256,7 @@ class CacheLeg:
 
     def search(self, ask: VectorAsk) -> list[ScoredId]:
         with self._db.lock:
-            return self._cache.vector_search(*ask)
+            return self._cache.vector_search(ask)
 
     def search_sql(self, ask: VectorAsk) -> None:
         """None: the ANN cache searches in process."""
