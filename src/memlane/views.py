@@ -52,6 +52,12 @@ class Views:
         """The embedding model's name (as the store records it)."""
         return self.embedder.name
 
+    @property
+    def store_id(self) -> str:
+        """The store's stable id (:attr:`~memlane.store.base.MemoryStore.store_id`): what a
+        server records beside its address, so a client can tell it serves this store."""
+        return self.store.store_id
+
     def stats(self, owner: str | None = None) -> StoreStats:
         """Counts of ``owner``'s memories (every owner's with ``None``) and, for every owner,
         the store's size in bytes. Raises :class:`~memlane.errors.StoreError`."""

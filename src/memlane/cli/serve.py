@@ -227,7 +227,7 @@ def serve(
                     home=root,
                     sock=sock,
                     token=settings.server.token,
-                    store_id=str(getattr(engine.store, "_store_uuid", "")),
+                    store_id=engine.store_id,
                     daemon=daemon,
                     idle_shutdown_s=idle_shutdown,
                 )

@@ -192,6 +192,12 @@ class MemoryStore(SearchReads, Protocol):
     model: str
     dimension: int
 
+    @property
+    def store_id(self) -> str:
+        """The store's stable id (``store.uuid`` in its ``meta`` table, made with the store):
+        the same in every process that opens it, another for every other store."""
+        ...
+
     def close(self) -> None:
         """Flush buffered access counts, save index caches, release the connection.
         Idempotent; any later call raises :class:`~memlane.errors.StoreError`."""

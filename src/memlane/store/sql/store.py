@@ -79,6 +79,11 @@ class SQLStore:
         return self._db.where
 
     @property
+    def store_id(self) -> str:
+        """The ``store.uuid`` of the ``meta`` table (read by :meth:`check_model` on open)."""
+        return self._store_uuid
+
+    @property
     def db(self) -> Database:
         """The backend's connections (for the backend's own tools and tests)."""
         return self._db
