@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from conftest import Backend
 from memlane.engine import MemoryEngine
+from memlane.store.base import TextAsk, VectorAsk
 from memlane.store.sql import dialect
 from memlane.types import MemoryType
 
@@ -92,7 +93,9 @@ def test_the_search_step_answers_what_the_store_answers(store_backend: Backend) 
     text = "staging cluster pipeline"
     for agent, types in ((None, None), ("ops", None), ("dev", {MemoryType.FACT})):
         step = store.search_step("default", agent)
-        step.prepare(vec, 5, text, 5, types)
+        step.prepare(
+            VectorAsk("default", agent, vec, 5, types), TextAsk("default", agent, text, 5, types)
+        )
         vector = step.vector_search("default", agent, vec, 5, types)
         fts = step.fts_search("default", agent, text, 5, types)
         assert vector and fts

@@ -41,7 +41,14 @@ from memlane._text import STOP_WORDS, words
 from memlane.config import RetrievalSettings
 from memlane.embeddings.cache import Embeddings
 from memlane.errors import InvalidArgument
-from memlane.store.base import MemoryStore, SearchReads, SearchStep, Vector
+from memlane.store.base import (
+    MemoryStore,
+    SearchReads,
+    SearchStep,
+    TextAsk,
+    Vector,
+    VectorAsk,
+)
 from memlane.types import Memory, MemoryType, SearchHit, Status, parse_type
 
 MODES = ("hybrid", "vector", "fts")
@@ -294,11 +301,8 @@ def _search(
     q.store = step = step or store.search_step(owner, agent)
     fts_depth = cfg.fts_candidates or q.depth
     step.prepare(
-        q.qvec,
-        q.depth if "vector" in legs else 0,
-        query,
-        fts_depth if "fts" in legs else 0,
-        type_set,
+        VectorAsk(owner, agent, q.qvec, q.depth if "vector" in legs else 0, type_set),
+        TextAsk(owner, agent, query, fts_depth if "fts" in legs else 0, type_set),
     )
     ranks: dict[str, dict[str, int]] = {}
     cosine: dict[str, float] = {}

@@ -49,10 +49,12 @@ from memlane.store.records import (
     NewMemory,
     PinnedQuery,
     ScoredId,
+    TextAsk,
     TurnContext,
     TurnQuery,
     TurnStart,
     Vector,
+    VectorAsk,
 )
 from memlane.types import (
     Association,
@@ -81,10 +83,12 @@ __all__ = [
     "ScoredId",
     "SearchReads",
     "SearchStep",
+    "TextAsk",
     "TurnContext",
     "TurnQuery",
     "TurnStart",
     "Vector",
+    "VectorAsk",
 ]
 
 
@@ -170,17 +174,10 @@ class SearchStep(SearchReads, Protocol):
     #: The turn's context (:meth:`MemoryStore.turn_context`), or ``None`` without a turn.
     context: TurnContext | None
 
-    def prepare(
-        self,
-        vector: Vector,
-        k: int,
-        text: str,
-        fts_k: int,
-        types: Collection[MemoryType] | None = None,
-    ) -> None:
-        """The second round trip: ``vector_search(owner, agent, vector, k, types)`` and
-        ``fts_search(owner, agent, text, fts_k, types)`` (a leg with ``k`` 0 is not run) and
-        the rows and embeddings of their hits."""
+    def prepare(self, vector: VectorAsk, text: TextAsk) -> None:
+        """The second round trip: ``vector_search(*vector)`` and ``fts_search(*text)`` (a leg
+        with ``k`` 0 is not run; a leg of another scope than the step's: nothing is
+        prepared) and the rows and embeddings of their hits."""
         ...
 
 

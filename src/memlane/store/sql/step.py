@@ -17,7 +17,7 @@ reads must see the transaction's rows, which the caches never hold).
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from memlane.store.base import ScoredId, TurnContext, TurnQuery, Vector
@@ -25,7 +25,7 @@ from memlane.store.index_cache import RowRef
 from memlane.store.records import TextAsk, VectorAsk
 from memlane.store.sql.feed import SQLFeed
 from memlane.store.sql.rows import MEMORY_COLUMNS
-from memlane.types import Association, Memory, MemoryType, Status
+from memlane.types import Association, Memory, Status
 
 if TYPE_CHECKING:
     from memlane.store.sql.search import Search
@@ -52,7 +52,7 @@ class SQLSearchStep:
         self._memories: dict[str, Memory] = {}
         self._vectors: dict[str, Vector] = {}
         self._vector: tuple[VectorAsk, list[ScoredId]] | None = None
-        self._fts: tuple[tuple[Any, ...], list[ScoredId]] | None = None
+        self._fts: tuple[TextAsk, list[ScoredId]] | None = None
         self._pending: list[int] = []  # keys to read with the next batch
         self._live = not search.db.in_transaction()
         turns = search.turns
@@ -85,32 +85,21 @@ class SQLSearchStep:
             self.context = turns.context_of(owner, turn.session, rows)
 
     # ------------------------------------------------------------------ trip 2
-    def prepare(
-        self,
-        vector: Vector,
-        k: int,
-        text: str,
-        fts_k: int,
-        types: Collection[MemoryType] | None = None,
-    ) -> None:
-        if not self._live:
-            return
-        s, owner, agent = self._s, self.owner, self.agent
-        ask = VectorAsk(owner, agent, vector, k, types)
+    def prepare(self, vector: VectorAsk, text: TextAsk) -> None:
+        if not self._live or {vector[:2], text[:2]} != {(self.owner, self.agent)}:
+            return  # in a transaction, or another scope: every read is the store's
+        s, owner = self._s, self.owner
         with s.db.cache_lock():
-            hits = s.cache.fts_hits(TextAsk(owner, agent, text, fts_k, types), catch_up=False)
+            hits = s.cache.fts_hits(text, catch_up=False)
         self._pending = [key for key, _ in hits]  # read with the first batch below
-        statement = s.vectors.search_sql(ask) if k > 0 else None
+        statement = s.vectors.search_sql(vector) if vector.k > 0 else None
         if statement is not None:
-            self._vector = (ask, self._scored(self._read([], [statement])[0]))
-        elif k > 0:  # in process (SQLite): the ANN cache, caught up by trip 1
+            self._vector = (vector, self._scored(self._read([], [statement])[0]))
+        elif vector.k > 0:  # in process (SQLite): the ANN cache, caught up by trip 1
             with s.db.cache_lock():
-                found = s.cache.vector_search(ask, refs=self.refs, catch_up=False)
-            self._vector = (ask, found)
-        self._fts = (
-            (owner, agent, text, fts_k, types),
-            s.cache.fts_resolve(owner, hits, self.refs),
-        )
+                found = s.cache.vector_search(vector, refs=self.refs, catch_up=False)
+            self._vector = (vector, found)
+        self._fts = (text, s.cache.fts_resolve(owner, hits, self.refs))
 
     def _scored(self, rows: Sequence[Sequence[Any]]) -> list[ScoredId]:
         """The vector statement's rows as hits, best first (their rows and embeddings kept)."""
@@ -178,20 +167,21 @@ class SQLSearchStep:
         return out
 
     # ------------------------------------------------------------------ the search's reads
-    def vector_search(self, *ask: Any, **more: Any) -> list[ScoredId]:
-        if self._vector is not None and not more and _full(ask) is not None:
+    # The legs take the contract's arguments (as the store's Search part does).
+    def vector_search(self, *ask: Any, **named: Any) -> list[ScoredId]:
+        asked = VectorAsk(*ask, **named)
+        if self._vector is not None:
             prepared, hits = self._vector
-            owner, agent, vector, k, types = _full(ask)  # type: ignore[misc]
-            if (owner, agent, k, types) == (*prepared[:2], *prepared[3:]) and (
-                vector is prepared.vector
-            ):
+            same = (*asked[:2], *asked[3:]) == (*prepared[:2], *prepared[3:])
+            if same and asked.vector is prepared.vector:  # the query's own array
                 return list(hits)
-        return self._s.vector_search(*ask, **more)
+        return self._s.vector_search(*asked)
 
-    def fts_search(self, *ask: Any, **more: Any) -> list[ScoredId]:
-        if self._fts is not None and not more and _full(ask) == self._fts[0]:
+    def fts_search(self, *ask: Any, **named: Any) -> list[ScoredId]:
+        asked = TextAsk(*ask, **named)
+        if self._fts is not None and asked == self._fts[0]:
             return list(self._fts[1])
-        return self._s.fts_search(*ask, **more)
+        return self._s.fts_search(*asked)
 
     def get_many(self, owner: str, ids: Sequence[str]) -> dict[str, Memory]:
         if owner != self.owner:
@@ -222,11 +212,6 @@ class SQLSearchStep:
 
     def record_access(self, owner: str, ids: Sequence[str]) -> None:
         self._s.db.record_access(owner, ids)
-
-
-def _full(ask: tuple[Any, ...]) -> tuple[Any, ...] | None:
-    """A leg's positional arguments with the default ``types`` (``None``) filled in."""
-    return ask if len(ask) == 5 else (*ask, None) if len(ask) == 4 else None
 
 
 def _newer(feed: SQLFeed, rows: Sequence[Sequence[Any]], watermark: int) -> tuple[list[Any], int]:
