@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from memlane.store.base import ScoredId, TurnContext, TurnQuery, Vector
 from memlane.store.index_cache import RowRef
 from memlane.store.records import TextAsk, VectorAsk
+from memlane.store.sql.errors import translating
 from memlane.store.sql.feed import SQLFeed
 from memlane.store.sql.rows import MEMORY_COLUMNS
 from memlane.types import Association, Memory, Status
@@ -36,11 +37,13 @@ _ID, _AGENT, _TYPE, _STATUS = (_COLUMNS.index(c) for c in ("id", "agent", "type"
 _EMBEDDING = len(_COLUMNS)
 
 
+@translating
 class SQLSearchStep:
     """A :class:`~memlane.store.base.SearchStep` over the store's :class:`Search` part."""
 
     def __init__(self, search: Search, owner: str, agent: str | None, turn: TurnQuery | None):
         self._s = search
+        self._db = search.db  # driver errors translated (sql/errors.translating)
         self.owner = owner
         self.agent = agent
         self.context: TurnContext | None = None
