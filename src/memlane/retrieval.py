@@ -320,7 +320,7 @@ def _search(
     scores = {mid: _rrf(r, weights, cfg.rrf_k) * factor.get(mid, 1.0) for mid, r in ranks.items()}
     nearby: dict[str, float] = {}
     if recipe.expand and cfg.neighbour_seeds and cfg.neighbour_weight > 0:
-        nearby = _neighbours_in_time(q.store, owner, scores, cfg)
+        nearby = _neighbours_in_time(q.store, owner, scores, cfg, known)
         for rank, mid in enumerate(_by_score(nearby), start=1):
             ranks[mid] = {"neighbour": rank}
             scores[mid] = nearby[mid]
@@ -404,24 +404,33 @@ def _long_memories(q: _Query, ids: list[str]) -> tuple[dict[str, Memory], dict[s
     ``long_weight`` (id -> factor). Returns the memories read (for :func:`_read_hits`: the same
     round trip it would make) and the factors."""
     known = q.store.get_many(q.owner, ids)
+    n = q.cfg.long_words
+    # split at most n times: a long memory (BEAM answers reach 25,000 words) costs no more
+    # than a short one; a text of <= n characters cannot hold more than n words
     factor = {
         mid: q.cfg.long_weight
         for mid, memory in known.items()
-        if len(memory.content.split()) > q.cfg.long_words
+        if len(memory.content) > n and len(memory.content.split(maxsplit=n)) > n
     }
     return known, factor
 
 
 def _neighbours_in_time(
-    store: SearchReads, owner: str, scores: dict[str, float], cfg: RetrievalSettings
+    store: SearchReads,
+    owner: str,
+    scores: dict[str, float],
+    cfg: RetrievalSettings,
+    known: Mapping[str, Memory],
 ) -> dict[str, float]:
     """The memories written just before and just after each of the top ``neighbour_seeds``
     fused hits in the same session (a conversation's observations are written in order, and a
     question's evidence often spans adjacent turns), not already candidates: id -> score,
     ``neighbour_weight`` times the seed's fused score (the best seed's when several). Ids are
-    UUIDv7, so sorting a session's ids sorts them by creation time."""
+    UUIDv7, so sorting a session's ids sorts them by creation time. Seeds in ``known`` (read by
+    the fusion already) are not read again."""
     seeds = sorted(scores, key=scores.__getitem__, reverse=True)[: cfg.neighbour_seeds]
-    seed_memories = store.get_many(owner, seeds)
+    unread = [seed for seed in seeds if seed not in known]  # ``known``: read by the fusion
+    seed_memories = {**known, **store.get_many(owner, unread)} if unread else known
     sessions: dict[str, list[str]] = {}
     found: dict[str, float] = {}
     for seed in seeds:
