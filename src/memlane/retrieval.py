@@ -401,8 +401,9 @@ def _read_hits(
 
 def _long_memories(q: _Query, ids: list[str]) -> tuple[dict[str, Memory], dict[str, float]]:
     """Read the candidates ``ids``; those of more than ``long_words`` words get the factor
-    ``long_weight`` (id -> factor). Returns the memories read (for :func:`_read_hits`: the same
-    round trip it would make) and the factors."""
+    ``long_weight`` (id -> factor). Returns the memories read, which the neighbour leg and
+    :func:`_read_hits` reuse (reading them again, even from the search step, cost 4.6 ms p50 a
+    search on the BEAM 1-10 store, 0.2 ms this way), and the factors."""
     known = q.store.get_many(q.owner, ids)
     n = q.cfg.long_words
     # split at most n times: a long memory (BEAM answers reach 25,000 words) costs no more
