@@ -58,8 +58,38 @@ LABELLED = [
 MODEL_DECISIONS = {Decision.LLM_MERGE, Decision.LLM_REJECT, Decision.LLM_KEEP}
 
 
+#: Lists the llama.cpp libraries a fresh interpreter has mapped after ``import llama_cpp``.
+_MAPPED = (
+    "import llama_cpp\n"
+    "for line in open('/proc/self/maps'):\n"
+    "    if '/libggml' in line or '/libllama' in line: print(line.split()[-1])"
+)
+
+
+def _foreign_libraries() -> list[str]:
+    """The llama.cpp libraries (``libllama``, ``libggml*``) that a fresh interpreter, with this
+    environment, loads from outside the installed ``llama_cpp/lib`` folder. The wheel's libraries
+    find each other through ``RUNPATH $ORIGIN``, which ``LD_LIBRARY_PATH`` overrides: a ggml of
+    another version found that way mismatches llama.cpp's structures. Linux only (``[]``
+    elsewhere)."""
+    if not Path("/proc/self/maps").exists():
+        return []
+    spec = importlib.util.find_spec("llama_cpp")
+    assert spec is not None and spec.origin is not None
+    own = (Path(spec.origin).parent / "lib").resolve()
+    run = subprocess.run(
+        [sys.executable, "-c", _MAPPED], capture_output=True, text=True, timeout=300, check=True
+    )
+    return sorted({p for p in run.stdout.split() if Path(p).resolve().parent != own})
+
+
 @pytest.fixture(scope="module")
 def model_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    foreign = _foreign_libraries()
+    assert not foreign, (
+        f"llama.cpp would load {', '.join(foreign)} instead of its wheel's own (LD_LIBRARY_PATH?): "
+        "docs/dedup.md, 'If llama.cpp crashes'"
+    )
     port = free_port()
     log_path = tmp_path_factory.mktemp("llama") / "server.log"
     log = log_path.open("w")
