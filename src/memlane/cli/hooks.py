@@ -292,6 +292,8 @@ def bench_hooks_cmd(
                           f"{turns[key]:.1f}", "-", "-", "-", "-")  # fmt: skip
         table.add_row("claude -p turn, added by the hooks", f"{turns['added_median_ms']:.1f}",
                       "-", "-", str(turns["requests_with_a_block"]), "-")  # fmt: skip
+        table.add_row("turn in a running session, added",
+                      f"{turns['session_added_median_ms']:.1f}", "-", "-", "-", "-")  # fmt: skip
     if result["mcp"]:
         for tool in ("recall", "context_for_turn"):
             r = result["mcp"][tool]
@@ -313,7 +315,8 @@ def bench_hooks_cmd(
     for label, met, goal in (
         ("no server configured, first call", "first_met", "first_ms"),
         ("no server configured, later calls p95", "later_p95_met", "later_p95_ms"),
-        ("claude -p turn added (median)", "claude_added_met", "claude_added_ms"),
+        ("claude -p run added (median)", "claude_added_met", "claude_added_ms"),
+        ("turn in a running session added (median)", "session_added_met", "claude_added_ms"),
     ):
         if goals[met] is not None:
             verdict = "met" if goals[met] else "NOT met"

@@ -10,7 +10,10 @@ a real Claude Code turn.
   (Claude Code from npm, ``make clients``) against the fake Anthropic server of
   :mod:`memlane.eval.fake_models` on 127.0.0.1, run alternately with and without the hooks
   installed (two HOMEs, the same memlane home; the daemon already up), wall time from spawn
-  to exit; the added latency is the difference of the medians.
+  to exit (a whole run: ``SessionStart`` and ``UserPromptSubmit``); then the same prompts as
+  turns of one running ``claude -p --input-format stream-json`` session each (only
+  ``UserPromptSubmit``: what every turn of an interactive session pays), from writing the
+  prompt to its result. The added latency is the difference of the medians.
 
 Goals (issue 22): with no server configured, first call <= 1.5 s and later calls p95 <= 100
 ms; a Claude Code turn adds <= 150 ms at the median.
@@ -146,6 +149,23 @@ def time_claude_turns(
             )
         return (time.perf_counter() - t0) * 1000
 
+    sessions: dict[str, subprocess.Popen[str]] = {}
+    in_session: dict[str, list[float]] = {"without": [], "with": []}
+
+    def session_turn(which: str, prompt: str) -> float:
+        """One prompt to the running ``claude -p --input-format stream-json`` session of
+        ``which``: from writing it to the turn's ``result`` event."""
+        proc = sessions[which]
+        assert proc.stdin is not None and proc.stdout is not None
+        line = {"type": "user", "message": {"role": "user", "content": prompt}}
+        t0 = time.perf_counter()
+        proc.stdin.write(json.dumps(line) + "\n")
+        proc.stdin.flush()
+        for raw in proc.stdout:
+            if raw.startswith("{") and json.loads(raw).get("type") == "result":
+                return (time.perf_counter() - t0) * 1000
+        raise RuntimeError(f"claude -p session ({which} hooks) ended: {proc.wait()}")
+
     try:
         turn("with", "warm up")  # starts the memory daemon: not timed
         end = time.monotonic() + 300  # a bound, not a timing: the daemon loads its model
@@ -158,12 +178,30 @@ def time_claude_turns(
                 samples[which].append(turn(which, prompt))
             if progress is not None:
                 progress(i + 1)
+        # the same prompts as turns of one running session each (no session start per turn)
+        for which in ("without", "with"):
+            sessions[which] = subprocess.Popen(
+                [str(claude), "-p", "--input-format", "stream-json", "--output-format",
+                 "stream-json", "--verbose"],
+                cwd=work, env={**base, "HOME": str(homes[which])}, stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+            )  # fmt: skip
+            session_turn(which, "warm up")
+        for i, prompt in enumerate(prompts):
+            order = ("without", "with") if i % 2 == 0 else ("with", "without")
+            for which in order:
+                in_session[which].append(session_turn(which, f"{prompt} (again)"))
     finally:
+        for proc in sessions.values():
+            proc.kill()
+            proc.wait()
         stop(memlane_home, timeout_s=60)
         fake.close()
         shutil.rmtree(root, ignore_errors=True)
     without = statistics.median(samples["without"])
     with_hooks = statistics.median(samples["with"])
+    session_without = statistics.median(in_session["without"])
+    session_with = statistics.median(in_session["with"])
     injected = sum(
         "[Context from memory]" in json.dumps(r.body.get("messages", []))
         for r in fake.model_requests()
@@ -173,6 +211,9 @@ def time_claude_turns(
         "without_median_ms": round(without, 1),
         "with_median_ms": round(with_hooks, 1),
         "added_median_ms": round(with_hooks - without, 1),
+        "session_without_median_ms": round(session_without, 1),
+        "session_with_median_ms": round(session_with, 1),
+        "session_added_median_ms": round(session_with - session_without, 1),
         "requests_with_a_block": injected,
     }
 
@@ -189,4 +230,7 @@ def goals(daemon: dict[str, Any] | None, claude: dict[str, Any] | None) -> dict[
         "claude_added_met": None
         if claude is None
         else claude["added_median_ms"] <= GOAL_CLAUDE_ADDED_MS,
+        "session_added_met": None
+        if claude is None
+        else claude["session_added_median_ms"] <= GOAL_CLAUDE_ADDED_MS,
     }
