@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 from memlane.store.base import MemoryStore, NewMemory, ScoredId
@@ -27,10 +28,8 @@ def open_store(settings: object, embedder: object) -> MemoryStore:
     assert isinstance(settings, Settings) and isinstance(embedder, Embedder)
     cfg = settings.store
     if cfg.backend == "postgres":
-        try:
+        with _postgres_extra():
             from memlane.store.postgres import PostgresStore
-        except ImportError as exc:
-            raise _no_postgres_extra(exc) from None
         return PostgresStore.open(
             cfg.dsn,
             model=embedder.name,
@@ -70,39 +69,30 @@ def reembed_store(
     """
     from memlane.config import Settings
     from memlane.embeddings.base import Embedder
-    from memlane.store.sql.reembed import ReembedResult
+    from memlane.store.sql.reembed import ReembedAsk
     from memlane.store.sqlite.reembed import reembed
 
     assert isinstance(settings, Settings) and isinstance(embedder, Embedder)
-    cfg = settings.store
-    if cfg.backend == "postgres":
-        try:
-            from memlane.store.postgres.reembed import reembed_postgres
-        except ImportError as exc:
-            raise _no_postgres_extra(exc) from None
-        assert cfg.dsn is not None
-        total, embedded, resumed, old = reembed_postgres(
-            cfg.dsn,
-            embedder,
-            batch_size=batch_size,
-            busy_timeout_ms=cfg.busy_timeout_ms,
-            progress=progress,
-        )
-        return ReembedResult(total, embedded, resumed, old, embedder.name, embedder.dimension)
-    return reembed(
-        settings.db_path,
-        embedder,
-        batch_size=batch_size,
-        busy_timeout_ms=cfg.busy_timeout_ms,
-        progress=progress,
-    )
+    ask = ReembedAsk(embedder, batch_size, settings.store.busy_timeout_ms, progress)
+    if settings.store.backend == "sqlite":
+        return reembed(settings.db_path, ask)
+    with _postgres_extra():
+        from memlane.store.postgres.reembed import reembed_postgres
+    assert settings.store.dsn is not None
+    return reembed_postgres(settings.store.dsn, ask)
 
 
-def _no_postgres_extra(exc: ImportError) -> Exception:
+@contextmanager
+def _postgres_extra() -> Iterator[None]:
+    """Around the import of a PostgreSQL module: a missing driver (the ``postgres`` extra not
+    installed) becomes a :class:`~memlane.errors.ConfigError` naming the fix."""
     from memlane.errors import ConfigError
 
-    return ConfigError(
-        "store.backend",
-        "postgres",
-        f"needs the postgres extra ({exc.name} is missing): pip install 'memlane[postgres]'",
-    )
+    try:
+        yield
+    except ImportError as exc:
+        raise ConfigError(
+            "store.backend",
+            "postgres",
+            f"needs the postgres extra ({exc.name} is missing): pip install 'memlane[postgres]'",
+        ) from None

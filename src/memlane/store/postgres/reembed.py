@@ -10,13 +10,12 @@ The switch rebuilds the HNSW graph while it holds the table (minutes at a millio
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
 import psycopg
 
-from memlane.embeddings.base import Embedder
 from memlane.errors import StoreError
 from memlane.store.postgres.connect import configure
 from memlane.store.postgres.database import PostgresDialect
@@ -60,16 +59,9 @@ class _Postgres:
             q.run(str(index[0]))
 
 
-def reembed_postgres(
-    dsn: str,
-    embedder: Embedder,
-    *,
-    batch_size: int = 256,
-    busy_timeout_ms: int = 60_000,
-    progress: Callable[[int, int], None] | None = None,
-) -> tuple[int, int, int, str]:
-    """Re-embed every memory of the PostgreSQL store at ``dsn`` (module docstring); returns
-    ``(memories, embedded by this run, staged by an earlier run, the old model)``.
+def reembed_postgres(dsn: str, ask: steps.ReembedAsk) -> steps.ReembedResult:
+    """Re-embed every memory of the PostgreSQL store at ``dsn`` with ``ask.embedder`` (module
+    docstring) and switch the store's recorded model to it.
 
     Raises:
         EmbeddingError: the model failed (what was staged stays; run again to resume).
@@ -79,11 +71,10 @@ def reembed_postgres(
     where = describe(dsn)
     try:
         with psycopg.connect(dsn, autocommit=True) as conn:
-            configure(conn, 40, busy_timeout_ms)
+            configure(conn, 40, ask.busy_timeout_ms)
             q = Q(conn, PostgresDialect())
             if not (row := q.one("SELECT to_regclass('meta') IS NOT NULL")) or not row[0]:
                 raise StoreError(f"{where} is not a memlane store", operation="reembed")
-            result = steps.run(q, _Postgres(conn), embedder, batch_size, progress)
+            return steps.run(q, _Postgres(conn), ask)
     except psycopg.Error as exc:
         raise translate(exc, "reembed", where) from exc
-    return result.memories, result.embedded, result.resumed, result.old_model

@@ -29,16 +29,10 @@ from memlane.store.sql.store import SQLStore
 __all__ = ["OWNER_LOCK", "PostgresStore"]
 
 
-class PostgresStore(SQLStore):
-    """The server store. Use :meth:`open`; thread-safe (a pool of connections)."""
+class PostgresStore(SQLStore[PostgresDatabase]):
+    """The server store. Use :meth:`open`; thread-safe (a pool of connections, :attr:`db`)."""
 
     dsn: str
-    _pg: PostgresDatabase
-
-    @property
-    def db(self) -> PostgresDatabase:
-        """The pool and transactions of this store."""
-        return self._pg
 
     @classmethod
     def open(
@@ -109,7 +103,7 @@ class PostgresStore(SQLStore):
             model=model,
             dimension=dimension,
         )
-        store.dsn, store._pg = dsn, db
+        store.dsn = dsn
         try:
             store.check_model()
         except BaseException:

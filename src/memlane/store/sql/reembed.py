@@ -40,6 +40,18 @@ PENDING = (
 
 
 @dataclass(frozen=True, slots=True)
+class ReembedAsk:
+    """One re-embedding run, as every backend's entry point takes it: the new model
+    (``embedder``), memories per batch (one committed transaction each), how long to wait for
+    the write lock (ms), and ``progress(done, total)``, called after each batch."""
+
+    embedder: Embedder
+    batch_size: int = 256
+    busy_timeout_ms: int = 60_000
+    progress: Callable[[int, int], None] | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class ReembedResult:
     """What a run did: ``memories`` in the store, ``embedded`` by this run (the rest were staged
     by an earlier, interrupted run), the model before and after."""
@@ -89,15 +101,10 @@ def _stage(q: Q, rows: list[Any], vectors: np.ndarray) -> None:
     )
 
 
-def run(
-    q: Q,
-    backend: Backend,
-    embedder: Embedder,
-    batch_size: int,
-    progress: Callable[[int, int], None] | None,
-) -> ReembedResult:
+def run(q: Q, backend: Backend, ask: ReembedAsk) -> ReembedResult:
     """The three steps (module docstring) on ``q`` (outside a transaction). Raises
     :class:`EmbeddingError` (what was staged stays) and the driver's errors."""
+    embedder, batch_size, progress = ask.embedder, ask.batch_size, ask.progress
     meta = {str(k): str(v) for k, v in q.all("SELECT key, value FROM meta")}
     old_model = meta.get("embedding.model", "?")
     target = f"{embedder.name}|{embedder.dimension}"

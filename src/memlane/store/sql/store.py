@@ -23,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Generic, TypeVar
 
 from memlane._ids import new_id
 from memlane.errors import EmbeddingMismatch
@@ -37,9 +38,13 @@ from memlane.store.sql.search import Search
 from memlane.store.sql.sessions import Sessions
 from memlane.store.sql.turns import Turns
 
+#: The backend's :class:`Database` (its own type, so that :attr:`SQLStore.db` gives the backend's
+#: tools and tests its own methods without a cast).
+DB = TypeVar("DB", bound=Database)
+
 
 @translating
-class SQLStore:
+class SQLStore(Generic[DB]):
     """A :class:`~memlane.store.base.MemoryStore` over SQL. Thread-safe as far as its
     :class:`Database` is (SQLite: one connection behind a lock; PostgreSQL: a pool).
 
@@ -49,8 +54,8 @@ class SQLStore:
 
     def __init__(
         self,
-        db: Database,
-        make_leg: Callable[[Database, IndexCache, Memories], VectorLeg],
+        db: DB,
+        make_leg: Callable[[DB, IndexCache, Memories], VectorLeg],
         *,
         model: str,
         dimension: int,
@@ -84,7 +89,7 @@ class SQLStore:
         return self._store_uuid
 
     @property
-    def db(self) -> Database:
+    def db(self) -> DB:
         """The backend's connections (for the backend's own tools and tests)."""
         return self._db
 

@@ -7,12 +7,11 @@ from __future__ import annotations
 
 import shutil
 import sqlite3
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 from memlane._ids import new_id
-from memlane.embeddings.base import Embedder
 from memlane.errors import InvalidArgument, StoreError
 from memlane.store.sql import reembed as steps
 from memlane.store.sql.dialect import Q
@@ -53,24 +52,18 @@ class _SQLite:
         )
 
 
-def reembed(
-    db_path: Path,
-    embedder: Embedder,
-    *,
-    batch_size: int = 256,
-    busy_timeout_ms: int = 60_000,
-    progress: Callable[[int, int], None] | None = None,
-) -> steps.ReembedResult:
-    """Re-embed every memory of the SQLite store at ``db_path`` with ``embedder`` and switch the
-    store's recorded model to it. ``progress(done, total)`` is called after each batch.
+def reembed(db_path: Path, ask: steps.ReembedAsk) -> steps.ReembedResult:
+    """Re-embed every memory of the SQLite store at ``db_path`` with ``ask.embedder`` and switch
+    the store's recorded model to it.
 
     Raises:
         InvalidArgument: no store at ``db_path``.
         EmbeddingError: the model failed (what was staged stays; run again to resume).
-        StoreError: the file is not a memlane store, or is locked past ``busy_timeout_ms``.
+        StoreError: the file is not a memlane store, or is locked past ``ask.busy_timeout_ms``.
     """
     if not db_path.is_file():
         raise InvalidArgument(f"no store at {db_path}: nothing to re-embed")
+    busy_timeout_ms = ask.busy_timeout_ms
     conn = sqlite3.connect(str(db_path), isolation_level=None, timeout=busy_timeout_ms / 1000)
     try:
         conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
@@ -79,7 +72,7 @@ def reembed(
             q.all("SELECT key FROM meta LIMIT 1")
         except sqlite3.Error as exc:
             raise StoreError(f"not a memlane store ({exc})", operation="reembed") from exc
-        result = steps.run(q, _SQLite(conn), embedder, batch_size, progress)
+        result = steps.run(q, _SQLite(conn), ask)
     except sqlite3.Error as exc:
         raise StoreError(f"{db_path}: re-embedding failed: {exc}", operation="reembed") from exc
     finally:

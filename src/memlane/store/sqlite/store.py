@@ -32,16 +32,11 @@ def _has_table(q: Q, name: str) -> bool:
     return bool(row and row[0])
 
 
-class SQLiteStore(SQLStore):
-    """The embedded store. Use :meth:`open`; thread-safe (one connection behind a lock)."""
+class SQLiteStore(SQLStore[SQLiteDatabase]):
+    """The embedded store. Use :meth:`open`; thread-safe (one connection behind a lock,
+    :attr:`db`)."""
 
     path: Path
-    _sqlite: SQLiteDatabase
-
-    @property
-    def db(self) -> SQLiteDatabase:
-        """The connection of this store (its lock, its transactions)."""
-        return self._sqlite
 
     @classmethod
     def open(
@@ -94,7 +89,7 @@ class SQLiteStore(SQLStore):
                 dimension=dimension,
                 cache_folder=p.with_name(p.name + ".vec"),
             )
-            store.path, store._sqlite = p, db
+            store.path = p
             store.check_model()
         except sqlite3.Error as exc:
             db.close()
