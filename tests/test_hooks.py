@@ -286,27 +286,35 @@ def test_per_project_scope_from_the_git_root(store_backend: Backend, tmp_path: P
     (repo / ".git").mkdir(parents=True)
     (repo / "src").mkdir()
     cfg = load_config(store_backend.home)
-    owner, agent = HookConfig(home=cfg.home, owner=OWNER, per_project=True).scope(
+    owner, agent, project = HookConfig(home=cfg.home, owner=OWNER).scope(
         "claude-code", str(repo / "src")
     )
-    assert owner == OWNER and agent == f"claude-code@path:{repo.resolve()}"  # no commit yet
+    assert (owner, agent) == (OWNER, "claude-code")  # the project is a scope of its own
+    assert project == f"path:{repo.resolve()}"  # no commit yet
     engine = store_backend.engine()
-    engine.add("The shop checkout uses Stripe webhooks", owner=OWNER, agent=agent)
-    engine.add("The blog checkout uses PayPal buttons", owner=OWNER, agent="claude-code@path:/blog")
-    env = hook_env(store_backend, per_project="true")
+    engine.add("The shop checkout uses Stripe webhooks", owner=OWNER, project=project)
+    engine.add("The blog checkout uses PayPal buttons", owner=OWNER, project="path:/blog")
+    env = hook_env(store_backend)
     payload = claude_payload(
         "UserPromptSubmit", "p1", repo / "src", prompt="how does checkout work?"
     )
     assert run_hook(env, "UserPromptSubmit", payload).context() == block(
         "[fact] The shop checkout uses Stripe webhooks"
     )
+    # off: every memory of the owner, as before projects
+    env = hook_env(store_backend, per_project="false")
+    payload = claude_payload(
+        "UserPromptSubmit", "p2", repo / "src", prompt="how does checkout work?"
+    )
+    context = run_hook(env, "UserPromptSubmit", payload).context()
+    assert context is not None and "PayPal" in context and "Stripe" in context
 
 
 def test_default_owner_is_the_scope_rules(store_backend: Backend) -> None:
     """No ``[hooks] owner``: the owner of every other door (``[scope] owner``, else
     ``default``), never the OS user."""
-    owner, agent = load_config(store_backend.home).scope("gemini", None)
-    assert (owner, agent) == ("default", "gemini")
+    owner, agent, project = load_config(store_backend.home).scope("gemini", None)
+    assert (owner, agent, project) == ("default", "gemini", None)
 
 
 def test_light_reader_agrees_with_the_settings_class() -> None:

@@ -8,7 +8,6 @@ import json
 import subprocess
 import sys
 import time
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -20,9 +19,10 @@ from server_support import free_port
 
 pytest.importorskip("mcp", reason="needs the mcp extra")
 
-from mcp import ClientSession, StdioServerParameters
-from mcp.client.stdio import stdio_client
+from mcp import ClientSession
 from mcp.types import CallToolResult, TextContent
+
+from mcp_support import data, with_session
 
 T = TypeVar("T")
 OWNER = "alice"
@@ -31,32 +31,6 @@ TOOLS = {"remember", "recall", "context_for_turn", "forget", "list_memories", "r
 
 def mcp_env(backend: Backend, **extra: str) -> dict[str, str]:
     return {**backend.child_env(), "MEMLANE_HOOKS__OWNER": OWNER, **extra}
-
-
-def with_session(env: dict[str, str], fn: Callable[[ClientSession], Awaitable[T]]) -> T:
-    """Start ``memlane mcp`` on stdio, initialise, run ``fn`` with the SDK's session."""
-    params = StdioServerParameters(command=sys.executable, args=["-m", "memlane", "mcp"], env=env)
-
-    async def main() -> T:
-        with (Path(env["MEMLANE_HOME"]) / "mcp-stderr.log").open("w") as errlog:
-            async with (
-                stdio_client(params, errlog=errlog) as (read, write),
-                ClientSession(read, write) as session,
-            ):
-                with anyio.fail_after(120):  # bounded wait, not a timing assertion
-                    await session.initialize()
-                    return await fn(session)
-
-    return anyio.run(main)
-
-
-def data(result: CallToolResult) -> Any:
-    assert not result.isError, result.content
-    if result.structuredContent is not None:
-        return result.structuredContent.get("result", result.structuredContent)
-    first = result.content[0]
-    assert isinstance(first, TextContent)
-    return json.loads(first.text)
 
 
 def error_text(result: CallToolResult) -> str:

@@ -231,7 +231,7 @@ def test_overview_answers_in_three_clicks(page: Any, served: Served) -> None:
     why an item was skipped; why a text was not stored. Each page passes axe."""
     expect = sync_api.expect
     seed_store(served.url)
-    page.goto(served.url + "/")
+    page.goto(served.url + "/?owner=alice")  # no owner: the rule's ([scope] owner, else default)
     expect(page.locator("#owners")).to_contain_text("alice")
     expect(page.locator("#owners")).to_contain_text("bob")
     expect(page.locator("#owners")).to_contain_text("coder 1")
@@ -246,7 +246,7 @@ def test_overview_answers_in_three_clicks(page: Any, served: Served) -> None:
     assert "agent=coder" in page.url
 
     # 2. session chat-1, turn 2: what it was shown and why the rest was left out
-    page.goto(served.url + "/")
+    page.goto(served.url + "/?owner=alice")
     page.locator("#session-counts a", has_text="chat-1").click()
     turn2 = page.locator("#turn-2")
     expect(turn2).to_contain_text("shown within the last turns (re-injection delay)")
@@ -255,7 +255,7 @@ def test_overview_answers_in_three_clicks(page: Any, served: Served) -> None:
     shot(page, "session.png")
 
     # 3. why a text was not stored: the decision chip, then the log row in words
-    page.goto(served.url + "/")
+    page.goto(served.url + "/?owner=alice")
     page.locator("#decisions a", has_text="hash_exact").click()
     expect(page.locator("#log")).to_contain_text("not stored: the same text")
     page.goto(served.url + "/dedup-log?owner=alice")

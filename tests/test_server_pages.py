@@ -131,8 +131,12 @@ def seed(client: TestClient) -> None:
 def test_overview_shows_owners_agents_counts_and_links(api: tuple[TestClient, ServerState]) -> None:
     client, state = api
     seed(client)
-    page = client.get("/").text
-    # the owner with most memories is chosen; every owner is listed with its counts
+    # no owner asked: the owner rule's ([scope] owner, else "default"), as in every door;
+    # every owner is listed with its counts
+    first = client.get("/").text
+    assert '<option value="default" selected' in first and '<option value="alice"' in first
+    assert 'href="/memories?owner=bob">1</a>' in first
+    page = client.get("/", params={"owner": "alice"}).text
     assert 'id="pick-owner"' in page and '<option value="bob"' in page
     assert '<option value="alice" selected' in page and '<option value="coder"' in page
     assert 'href="/memories?owner=alice&amp;type=fact">fact 2</a>' in page

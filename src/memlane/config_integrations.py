@@ -14,8 +14,8 @@ class _Section(BaseModel):
 
 class ScopeSettings(_Section):
     """``[scope]``: whose memories a call acts on when it names no owner
-    (:func:`memlane.scope.resolve_owner`: the call's owner > this > ``"default"``). The hooks
-    and MCP follow it (the library, CLI and HTTP API default to ``"default"``)."""
+    (:func:`memlane.scope.resolve_owner`: the call's owner > this > ``"default"``). Every door
+    follows it: the library, the CLI, the HTTP API, the pages, MCP and the hooks."""
 
     #: The owner of calls that name none ("" = ``"default"``).
     owner: str = ""
@@ -33,10 +33,11 @@ class HooksSettings(_Section):
     owner: str = ""
     #: Agent scope ("" = the client's name: ``claude-code`` or ``gemini``).
     agent: str = ""
-    #: Scope memories by project too: the agent becomes ``<agent>@<project>``, the project the
-    #: identity of the git repository holding the session's ``cwd`` (its remote URL, else its
-    #: root commit, else its path: :func:`memlane.scope.project_identity`).
-    per_project: bool = False
+    #: Inject the memories of the session's project and the owner's global ones (off: every
+    #: memory of the owner): the project is the identity of the git repository holding the
+    #: session's ``cwd`` (its remote URL, else its root commit, else its path:
+    #: :func:`memlane.scope.project_identity`), the same for every assistant run in it.
+    per_project: bool = True
     #: URL of a ``memlane serve`` to use ("" = the server that serves this home's store, as
     #: it recorded itself in ``<home>/run/server.json``; never whatever answers on a port).
     url: str = ""

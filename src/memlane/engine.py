@@ -4,26 +4,32 @@ the injector (:class:`~memlane.injection.Injector`) and the sessions
 (:class:`~memlane.injection.Sessions`) — each of which takes only the store, the embeddings and
 its own settings. Synchronous and cheap to call; the model loads on first use.
 
-Scope: every call names an ``owner`` (default ``"default"``) and, where it applies, an
-``agent``. A memory id outside the caller's scope is :class:`~memlane.errors.NotFound`, exactly as
-a missing id.
+Scope: every call acts for an ``owner``: the one it names, else ``[scope] owner``, else
+``"default"`` (:meth:`MemoryEngine.owner_of`, :func:`memlane.scope.resolve_owner`; every door
+passes the owner it was given, or none, through it). Where it applies, an ``agent``, and a
+``project`` (a repository's identity, :mod:`memlane.scope`): a memory is global to its owner
+(``project=None``) or belongs to one project; reads in a project see its memories and the
+global ones. A memory id outside the caller's scope is :class:`~memlane.errors.NotFound`,
+exactly as a missing id.
 """
 
 from __future__ import annotations
 
 import builtins
+import dataclasses
 import os
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 from memlane.config import Settings
-from memlane.dedup.write import MemoryInput, WritePath, check_scope
+from memlane.dedup.write import MemoryInput, WritePath, check_project, check_scope
 from memlane.embeddings import Embedder, embedder_from_settings
 from memlane.embeddings.cache import Embeddings
 from memlane.errors import ConfigError, InvalidArgument, InvalidMemory, NotFound
 from memlane.injection import Injector, Sessions
 from memlane.llm import LLM, Learner, make_llm
 from memlane.retrieval import Retriever
+from memlane.scope import resolve_owner
 from memlane.store import MemoryStore, open_store
 from memlane.store.base import Vector
 from memlane.types import (
@@ -41,16 +47,13 @@ from memlane.types import (
     WriteResult,
     parse_type,
 )
+from memlane.upkeep import Upkeep
 from memlane.views import Views
-
-if TYPE_CHECKING:
-    from memlane.dedup.janitor import JanitorReport
-    from memlane.dedup.review import Reviewer, ReviewOutcome
 
 __all__ = ["MemoryEngine", "MemoryInput"]
 
 
-class MemoryEngine(Views):
+class MemoryEngine(Views, Upkeep):
     """Long-term memory for one home folder.
 
     Open with :meth:`open` (or construct with explicit parts for tests); use as a context manager
@@ -125,6 +128,18 @@ class MemoryEngine(Views):
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    def owner_of(self, owner: str | None, agent: object = None) -> str:
+        """The owner a call acts for: ``owner`` when given, else ``[scope] owner``, else
+        ``"default"`` (:func:`memlane.scope.resolve_owner`). Raises :class:`InvalidArgument`
+        for an empty or non-string ``owner`` given, or a bad ``agent``."""
+        resolved = resolve_owner(None, self.settings.scope.owner) if owner is None else owner
+        try:
+            check_scope("owner", resolved, required=True)
+            check_scope("agent", agent)
+        except InvalidMemory as exc:
+            raise InvalidArgument(str(exc)) from None
+        return resolved
+
     # ------------------------------------------------------------------ embeddings
     def embed(self, texts: Sequence[str]) -> Vector:
         """Unit-norm float32 embeddings, shape ``(len(texts), dimension)``."""
@@ -140,38 +155,52 @@ class MemoryEngine(Views):
         content: str,
         *,
         type: MemoryType | str = MemoryType.FACT,
-        owner: str = "default",
+        owner: str | None = None,
         agent: str | None = None,
         session: str | None = None,
         importance: float | None = None,
         source: str | None = None,
         metadata: Mapping[str, Any] | None = None,
+        project: str | None = None,
     ) -> WriteResult:
-        """Offer one memory to the write path (validate, hash, embed, dedup; one transaction).
+        """Offer one memory to the write path (validate, hash, embed, dedup; one transaction):
+        global to the owner, or of ``project`` (deduplicated against what a turn in it sees:
+        its memories and the global ones).
 
         Raises:
             InvalidMemory: empty, too long, an injected block, unknown type, bad importance.
             EmbeddingError: the model failed (nothing written).
             StoreError: the store failed (nothing written).
         """
-        item = MemoryInput(content, type, owner, agent, session, importance, source, metadata or {})
-        return self.writer.add_many([item])[0]
+        item = MemoryInput(
+            content, type, owner, agent, session, importance, source, metadata or {}, project
+        )
+        return self.add_many([item])[0]
 
     def add_many(
         self, items: Iterable[MemoryInput | Mapping[str, Any]]
     ) -> builtins.list[WriteResult]:
         """Offer a batch (see :meth:`memlane.dedup.write.WritePath.add_many`): deduplicated
-        against the store and within itself, written in one transaction."""
-        return self.writer.add_many(items)
+        against the store and within itself, written in one transaction. An item without an
+        owner gets :meth:`owner_of`'s."""
+        return self.writer.add_many([self._owned(i) for i in items])
+
+    def _owned(self, item: MemoryInput | Mapping[str, Any]) -> MemoryInput:
+        """``item`` as a :class:`MemoryInput` with the owner rule's owner when it names none."""
+        one = item if isinstance(item, MemoryInput) else MemoryInput.from_dict(item)
+        if one.owner is not None:
+            return one
+        return dataclasses.replace(one, owner=resolve_owner(None, self.settings.scope.owner))
 
     def learn(
         self,
         messages: Sequence[Any],
         *,
-        owner: str = "default",
+        owner: str | None = None,
         agent: str | None = None,
         session: str | None = None,
         metadata: Mapping[str, Any] | None = None,
+        project: str | None = None,
     ) -> builtins.list[WriteResult]:
         """Extract memories from a conversation with the configured LLM and offer them to the
         write path as one batch. Injected ``[Context from memory]`` blocks never reach the model.
@@ -185,7 +214,7 @@ class MemoryEngine(Views):
         from memlane.history import is_injection_block
         from memlane.learn import conversation_text, to_inputs
 
-        _check_owner(owner, agent)
+        owner = self.owner_of(owner, agent)
         check_scope("session", session)
         if not isinstance(self.llm, Learner):
             raise ConfigError(
@@ -205,100 +234,20 @@ class MemoryEngine(Views):
             items = to_inputs(
                 extracted, owner=owner, agent=agent, session=session, metadata=metadata
             )
+            if project is not None:  # of the project the conversation was held in
+                items = [dataclasses.replace(i, project=project) for i in items]
             results = self.writer.add_many(items) if items else []
         if session:  # only after the memories are written: a failure re-reads these messages
             self.store.set_learned_messages(owner, session, len(talk))
         return results
 
-    def janitor(
-        self,
-        *,
-        owner: str | None = None,
-        dry_run: bool = False,
-        progress: Callable[[str, int, int], None] | None = None,
-    ) -> JanitorReport:
-        """Find duplicate clusters among stored memories and merge each into one (see
-        :mod:`memlane.dedup.janitor`): of ``owner``, or of every owner one at a time (never
-        across owners). ``dry_run``: plan only, nothing written. ``progress(label, done,
-        total)`` is called as the work advances.
-
-        Raises:
-            InvalidArgument: an empty or non-string ``owner``.
-            StoreError: the store failed (the cluster being merged is rolled back whole).
-        """
-        from memlane.dedup.janitor import Janitor
-
-        if owner is None:
-            owners = sorted({o for o, _, status, n in self.store.counts() if status == "active"})
-        else:
-            _check_owner(owner, None)
-            owners = [owner]
-        janitor = Janitor(self.store, self.embeddings, self.settings.dedup, self.llm)
-        return janitor.run(owners, dry_run=dry_run, progress=progress)
-
-    # ------------------------------------------------------------------ review
-    def _reviewer(self) -> Reviewer:
-        from memlane.dedup.review import Reviewer
-
-        return Reviewer(self.store, self.writer, self.llm)
-
-    def review_pending(
-        self, *, owner: str = "default", limit: int = 100
-    ) -> builtins.list[DedupLogEntry]:
-        """``owner``'s unreviewed dedup-log rows, oldest first (unreviewed ``hash_exact`` rows
-        are confirmed first: they need no review). See :mod:`memlane.dedup.review`."""
-        _check_owner(owner, None)
-        return self._reviewer().pending(owner, limit)
-
-    def review(self, entry_id: int, action: str, *, owner: str = "default") -> ReviewOutcome:
-        """``confirm`` or ``reverse`` one dedup-log row. Reversing restores the offered text as
-        a memory unless a live memory of the scope has the same hash (``conflict``: reported,
-        nothing written).
-
-        Raises:
-            NotFound: no such row for ``owner``.
-            InvalidArgument: an unknown action; a row already reversed, or whose decision stored
-                the text (nothing to restore).
-        """
-        _check_owner(owner, None)
-        reviewer = self._reviewer()
-        if action == "confirm":
-            return reviewer.confirm(owner, entry_id)
-        if action == "reverse":
-            return reviewer.reverse(owner, entry_id)
-        raise InvalidArgument(f"unknown review action {action!r}; valid: confirm, reverse")
-
-    def review_with_llm(
-        self,
-        *,
-        owner: str = "default",
-        limit: int = 100,
-        progress: Callable[[int, int], None] | None = None,
-    ) -> builtins.list[ReviewOutcome]:
-        """Ask the configured LLM about the unreviewed rejections made without one; each is
-        confirmed or reversed. Raises :class:`ConfigError` without an LLM."""
-        _check_owner(owner, None)
-        return self._reviewer().ask_llm(owner, limit, progress)
-
-    def llm_stats(self) -> dict[str, Any]:
-        """The LLM's counters: provider, model, calls, failures, tokens in/out, latency."""
-        llm = self.settings.llm
-        stats = getattr(self.llm, "stats", None)
-        counts = stats.as_dict() if stats is not None else {}
-        return {
-            "provider": getattr(self.llm, "provider", "custom") if self.llm is not None else "none",
-            "model": llm.model or getattr(self.llm, "model", None) or None,
-            **{"calls": 0, "failures": 0, "tokens_in": 0, "tokens_out": 0, "latency_s": 0.0},
-            **counts,
-        }
-
     def validate(self, item: MemoryInput) -> None:
         """Check one offered memory without writing it. Raises :class:`InvalidMemory`."""
-        self.writer.validate(item)
+        self.writer.validate(self._owned(item))
 
     # ------------------------------------------------------------------ other writes
     def update(
-        self, memory_id: str, content: str, *, owner: str = "default", agent: str | None = None
+        self, memory_id: str, content: str, *, owner: str | None = None, agent: str | None = None
     ) -> Memory:
         """Give a memory of the scope new text (same id; the old text is kept in its history).
 
@@ -308,7 +257,9 @@ class MemoryEngine(Views):
         """
         return self.writer.update(self.get(memory_id, owner=owner, agent=agent), content)
 
-    def forget(self, memory_id: str, *, owner: str = "default", agent: str | None = None) -> Memory:
+    def forget(
+        self, memory_id: str, *, owner: str | None = None, agent: str | None = None
+    ) -> Memory:
         """Mark a memory of the scope forgotten (kept on disk with its history; never searched
         or injected).
 
@@ -318,18 +269,18 @@ class MemoryEngine(Views):
         return self.writer.forget(self.get(memory_id, owner=owner, agent=agent))
 
     def purge(
-        self, memory_id: str | None, *, owner: str = "default", agent: str | None = None
+        self, memory_id: str | None, *, owner: str | None = None, agent: str | None = None
     ) -> int:
         """Delete a memory of the scope (any status) and every row holding its text, or with
         ``memory_id`` None everything of ``owner`` (docs/security.md). Returns the memories
         deleted. Raises :class:`NotFound` (no memory with that id in the scope)."""
-        _check_owner(owner, agent)
+        owner = self.owner_of(owner, agent)
         if memory_id is None:
             return self.store.purge(owner)
         memory = self.get(memory_id, owner=owner, agent=agent, include_inactive=True)
         return self.store.purge(owner, [memory.id])
 
-    def restore(self, memory_id: str, *, owner: str = "default") -> Memory:
+    def restore(self, memory_id: str, *, owner: str | None = None) -> Memory:
         """Undo :meth:`forget` (:meth:`WritePath.restore`). Raises :class:`NotFound`."""
         return self.writer.restore(self.get(memory_id, owner=owner, include_inactive=True))
 
@@ -338,7 +289,7 @@ class MemoryEngine(Views):
         self,
         memory_id: str,
         *,
-        owner: str = "default",
+        owner: str | None = None,
         agent: str | None = None,
         include_inactive: bool = False,
     ) -> Memory:
@@ -348,7 +299,7 @@ class MemoryEngine(Views):
             NotFound: no such memory in the scope (or not active, unless ``include_inactive``);
                 the same error whether the id exists for another owner or not at all.
         """
-        _check_owner(owner, agent)
+        owner = self.owner_of(owner, agent)
         memory = self.store.get(owner, memory_id, agent=agent) if memory_id else None
         if memory is None or (memory.status is not Status.ACTIVE and not include_inactive):
             raise NotFound(
@@ -360,15 +311,17 @@ class MemoryEngine(Views):
     def list(
         self,
         *,
-        owner: str = "default",
+        owner: str | None = None,
         agent: str | None = None,
         type: MemoryType | str | None = None,
         limit: int = 100,
         status: Status | str = Status.ACTIVE,
+        project: str | None = None,
     ) -> builtins.list[Memory]:
-        """Memories of the scope with ``status`` (active by default), newest first. Raises
-        :class:`InvalidArgument`."""
-        _check_owner(owner, agent)
+        """Memories of the scope with ``status`` (active by default), newest first; with
+        ``project``, that project's and the global ones. Raises :class:`InvalidArgument`."""
+        owner = self.owner_of(owner, agent)
+        _check_project(project)
         mtype = None if type is None else parse_type(type, InvalidArgument)
         if limit < 1:
             raise InvalidArgument(f"limit must be >= 1, got {limit}")
@@ -377,31 +330,33 @@ class MemoryEngine(Views):
         except ValueError:
             names = ", ".join(s.value for s in Status)
             raise InvalidArgument(f"unknown status {status!r}; valid: {names}") from None
-        return self.store.list_memories(owner, agent=agent, type=mtype, limit=limit, status=wanted)
+        return self.store.list_memories(
+            owner, agent=agent, type=mtype, limit=limit, status=wanted, project=project
+        )
 
     def history(
-        self, memory_id: str, *, owner: str = "default", agent: str | None = None
+        self, memory_id: str, *, owner: str | None = None, agent: str | None = None
     ) -> builtins.list[MemoryVersion]:
         """Previous texts of a memory of the scope, oldest first. Raises :class:`NotFound`."""
-        self.get(memory_id, owner=owner, agent=agent, include_inactive=True)
-        return self.store.history(owner, memory_id)
+        memory = self.get(memory_id, owner=owner, agent=agent, include_inactive=True)
+        return self.store.history(memory.owner, memory_id)
 
     def associations(
-        self, memory_id: str, *, owner: str = "default", agent: str | None = None
+        self, memory_id: str, *, owner: str | None = None, agent: str | None = None
     ) -> builtins.list[Association]:
         """Links of a memory of the scope (either direction). Raises :class:`NotFound`."""
-        self.get(memory_id, owner=owner, agent=agent, include_inactive=True)
-        return self.store.associations(owner, memory_id)
+        memory = self.get(memory_id, owner=owner, agent=agent, include_inactive=True)
+        return self.store.associations(memory.owner, memory_id)
 
     def dedup_log(
         self,
         *,
-        owner: str = "default",
+        owner: str | None = None,
         decision: Decision | str | None = None,
         limit: int = 100,
     ) -> builtins.list[DedupLogEntry]:
         """``owner``'s dedup-log rows, newest first. Raises :class:`InvalidArgument`."""
-        _check_owner(owner, None)
+        owner = self.owner_of(owner)
         wanted = None
         if decision is not None:
             try:
@@ -416,18 +371,22 @@ class MemoryEngine(Views):
         self,
         query: str,
         *,
-        owner: str = "default",
+        owner: str | None = None,
         agent: str | None = None,
         limit: int = 10,
         types: Sequence[MemoryType | str] | None = None,
         mode: str = "hybrid",
         include_inactive: bool = False,
+        project: str | None = None,
     ) -> builtins.list[SearchHit]:
         """Hybrid search (see :mod:`memlane.retrieval`); expired (superseded) memories only
-        with ``include_inactive``. Raises :class:`InvalidArgument`."""
-        _check_owner(owner, agent)
+        with ``include_inactive``; with ``project``, that project's memories and the global
+        ones. Raises :class:`InvalidArgument`."""
+        owner = self.owner_of(owner, agent)
+        _check_project(project)
         return self.retriever.search(
             query,
+            project=project,
             owner=owner,
             agent=agent,
             limit=limit,
@@ -442,57 +401,64 @@ class MemoryEngine(Views):
         session: str,
         text: str,
         *,
-        owner: str = "default",
+        owner: str | None = None,
         agent: str | None = None,
         recent: Sequence[str] | None = None,
         max_chars: int | None = None,
         known: Sequence[str] = (),
+        project: str | None = None,
     ) -> Injection:
         """The memories to inject before this turn (see :mod:`memlane.injection`); with
         ``max_chars`` the block is at most that many characters (lowest-ranked items left out,
-        only what is in the block recorded as injected); ``known``: ids the conversation holds."""
-        _check_owner(owner, agent)
+        only what is in the block recorded as injected); ``known``: ids the conversation holds;
+        with ``project``, of that project's memories and the global ones."""
+        owner = self.owner_of(owner, agent)
+        _check_project(project)
         return self.injector.inject(
-            session, text, owner=owner, agent=agent, recent=recent, max_chars=max_chars, known=known
-        )
+            session, text, owner=owner, agent=agent, recent=recent, max_chars=max_chars,
+            known=known, project=project,
+        )  # fmt: skip
 
     def inject_pinned(
         self,
         session: str,
         *,
-        owner: str = "default",
+        owner: str | None = None,
         agent: str | None = None,
         max_chars: int | None = None,
+        project: str | None = None,
     ) -> Injection:
-        """Only the pinned memories, for the start of a session (nothing when ambient
-        awareness is off); see :meth:`memlane.injection.Injector.inject_pinned`."""
-        _check_owner(owner, agent)
-        return self.injector.inject_pinned(session, owner=owner, agent=agent, max_chars=max_chars)
+        """Only the pinned memories (of ``project`` and global ones, when given), for the start
+        of a session (nothing when ambient awareness is off); see
+        :meth:`memlane.injection.Injector.inject_pinned`."""
+        owner = self.owner_of(owner, agent)
+        _check_project(project)
+        return self.injector.inject_pinned(
+            session, owner=owner, agent=agent, max_chars=max_chars, project=project
+        )
 
     def reset_session(
-        self, session: str, reason: ResetReason | str, *, owner: str = "default"
+        self, session: str, reason: ResetReason | str, *, owner: str | None = None
     ) -> SessionState:
         """Forget what ``session`` was shown (after compaction, /clear or a resume).
 
         Raises:
             InvalidArgument: ``reason`` is not ``compact``, ``clear`` or ``resume``.
         """
-        _check_owner(owner, None)
-        return self.sessions.reset(session, reason, owner=owner)
+        return self.sessions.reset(session, reason, owner=self.owner_of(owner))
 
     def session(
-        self, session: str, *, owner: str = "default", agent: str | None = None
+        self, session: str, *, owner: str | None = None, agent: str | None = None
     ) -> SessionState:
         """The persisted injection tracking of ``session``; ``injected`` holds the memories
         within the window (``context_window_depth`` turns) of its current turn."""
-        _check_owner(owner, agent)
-        return self.sessions.state(session, owner=owner, agent=agent)
+        return self.sessions.state(session, owner=self.owner_of(owner, agent), agent=agent)
 
 
-def _check_owner(owner: object, agent: object) -> None:
-    """Raise :class:`InvalidArgument` for an empty or non-string scope."""
+def _check_project(project: object) -> None:
+    """Raise :class:`InvalidArgument` for a project that is not ``None`` or a non-empty
+    string."""
     try:
-        check_scope("owner", owner, required=True)
-        check_scope("agent", agent)
+        check_project(project)
     except InvalidMemory as exc:
         raise InvalidArgument(str(exc)) from None

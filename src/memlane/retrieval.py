@@ -89,9 +89,11 @@ class Retriever:
         record_access: bool = True,
         include_inactive: bool = False,
         step: SearchStep | None = None,
+        project: str | None = None,
     ) -> list[SearchHit]:
-        """Search ``owner``'s memories (``agent``'s and shared ones, when given) for ``query``;
-        at most ``limit`` hits, best first.
+        """Search ``owner``'s memories (``agent``'s and shared ones, when given; ``project``'s
+        and the owner's global ones, when given: :mod:`memlane.scope`) for ``query``; at most
+        ``limit`` hits, best first.
 
         Expired memories (``superseded``: contradicted or merged into another) are skipped
         unless ``include_inactive``: then the :data:`EXPIRED_CANDIDATES` most recent of the scope
@@ -118,6 +120,7 @@ class Retriever:
             record_access=record_access,
             include_inactive=include_inactive,
             step=step,
+            project=project,
         )
 
 
@@ -192,11 +195,13 @@ class _Query:
     agent: str | None
     types: set[MemoryType] | None
     depth: int
+    #: That project's and global memories (``None``: every project's).
+    project: str | None = None
 
 
 def _vector_leg(q: _Query, cosine: dict[str, float]) -> list[str]:
     """Nearest embeddings, best first (their cosines go to ``cosine``)."""
-    hits = q.store.vector_search(q.owner, q.agent, q.qvec, q.depth, q.types)
+    hits = q.store.vector_search(q.owner, q.agent, q.qvec, q.depth, q.types, q.project)
     for hit in hits:
         cosine[hit.id] = hit.score
     return [hit.id for hit in hits]
@@ -207,7 +212,8 @@ def _fts_leg(q: _Query, cosine: dict[str, float]) -> list[str]:
     only those whose cosine is at least ``fts_floor_relative`` times the vector leg's best
     (when set: their cosines are read, and go to ``cosine``)."""
     depth = q.cfg.fts_candidates or q.depth
-    ids = [hit.id for hit in q.store.fts_search(q.owner, q.agent, q.text, depth, q.types)]
+    hits = q.store.fts_search(q.owner, q.agent, q.text, depth, q.types, q.project)
+    ids = [hit.id for hit in hits]
     if q.cfg.fts_floor_relative <= 0 or not ids:
         return ids
     sims = q.store.cosines(q.owner, [i for i in ids if i not in cosine], q.qvec)
@@ -219,7 +225,11 @@ def _fts_leg(q: _Query, cosine: dict[str, float]) -> list[str]:
 def _expired_leg(q: _Query, cosine: dict[str, float]) -> list[str]:
     """The :data:`EXPIRED_CANDIDATES` most recent expired memories of the scope, by cosine."""
     expired = q.store.list_memories(
-        q.owner, agent=q.agent, limit=EXPIRED_CANDIDATES, status=Status.SUPERSEDED
+        q.owner,
+        agent=q.agent,
+        limit=EXPIRED_CANDIDATES,
+        status=Status.SUPERSEDED,
+        project=q.project,
     )
     wanted = [m.id for m in expired if q.types is None or m.type in q.types]
     sims = q.store.cosines(q.owner, wanted, q.qvec)
@@ -279,6 +289,7 @@ def _search(
     record_access: bool,
     include_inactive: bool = False,
     step: SearchStep | None = None,
+    project: str | None = None,
 ) -> list[SearchHit]:
     if not isinstance(query, str) or not query.strip():
         raise InvalidArgument("query is empty: give some text to search for")
@@ -292,7 +303,7 @@ def _search(
     # The legs filter by type themselves; graph neighbours are filtered when read.
     q = _Query(
         store, cfg, query, embeddings.embed_query(query), owner, agent, type_set,
-        max(cfg.candidates, limit),
+        max(cfg.candidates, limit), project,
     )  # fmt: skip
     legs = list(recipe.legs)
     if include_inactive and "vector" in legs:
@@ -301,8 +312,8 @@ def _search(
     q.store = step = step or store.search_step(owner, agent)
     fts_depth = cfg.fts_candidates or q.depth
     step.prepare(
-        VectorAsk(owner, agent, q.qvec, q.depth if "vector" in legs else 0, type_set),
-        TextAsk(owner, agent, query, fts_depth if "fts" in legs else 0, type_set),
+        VectorAsk(owner, agent, q.qvec, q.depth if "vector" in legs else 0, type_set, project),
+        TextAsk(owner, agent, query, fts_depth if "fts" in legs else 0, type_set, project),
     )
     ranks: dict[str, dict[str, int]] = {}
     cosine: dict[str, float] = {}
@@ -383,6 +394,8 @@ def _read_hits(
             if mem is None or mem.status not in allowed:
                 continue
             if q.agent is not None and mem.agent not in (None, q.agent):
+                continue
+            if q.project is not None and mem.project not in (None, q.project):
                 continue
             if q.types is not None and mem.type not in q.types:
                 continue

@@ -8,8 +8,9 @@ The format, ``memlane-export`` version 1, is JSON Lines (UTF-8):
 - then one line per memory: :meth:`memlane.types.Memory.to_dict` (``id``, ``content``, ``type``,
   ``importance``, ``owner``, ``agent``, ``session``, ``source``, ``created_at``,
   ``updated_at``, ``last_accessed_at``, ``access_count``, ``confirmations``, ``content_hash``,
-  ``status``, ``metadata``, ``valid_to``) plus ``"history"``: the previous texts, oldest first
-  (``version``, ``content``, ``content_hash``, ``reason``, ``replaced_at``).
+  ``status``, ``metadata``, ``valid_to``, ``project``) plus ``"history"``: the previous texts,
+  oldest first (``version``, ``content``, ``content_hash``, ``reason``, ``replaced_at``). A
+  line without ``project`` (an export made before the project scope) imports as global.
 
 Embeddings are not exported: the importing engine embeds each text with its own model, so an
 export moves between models. Dedup log, sessions and associations are not exported (they
@@ -135,6 +136,7 @@ def _parse(engine: MemoryEngine, row: dict[str, Any]) -> tuple[Memory, list[Memo
             row["importance"],
             row.get("source"),
             row.get("metadata") or {},
+            row.get("project"),  # absent from exports before the project scope: global
         )
     )
     created = _time(row["created_at"])
@@ -156,6 +158,7 @@ def _parse(engine: MemoryEngine, row: dict[str, Any]) -> tuple[Memory, list[Memo
         status=Status(row.get("status") or "active"),
         metadata=draft.metadata,
         valid_to=from_iso(row.get("valid_to")),
+        project=draft.project,
     )
     history = []
     for h in row.get("history") or []:

@@ -185,6 +185,9 @@ class Memory(_ToDict):
     metadata: Mapping[str, Any] = field(default_factory=dict)
     #: When the memory stopped being true (``superseded`` by a newer one); ``None`` while valid.
     valid_to: datetime | None = None
+    #: The project the memory belongs to (a repository's identity, :mod:`memlane.scope`);
+    #: ``None``: global to its owner (seen in every project).
+    project: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

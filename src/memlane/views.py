@@ -47,6 +47,10 @@ class Views:
     store: MemoryStore
     embedder: Embedder
 
+    if TYPE_CHECKING:
+
+        def owner_of(self, owner: str | None, agent: object = None) -> str: ...
+
     @property
     def model_name(self) -> str:
         """The embedding model's name (as the store records it)."""
@@ -93,19 +97,19 @@ class Views:
         """Bytes the store takes on disk (the whole store's: every owner's)."""
         return self.store.size_bytes()
 
-    def session_list(self, owner: str = "default", *, limit: int = 200) -> list[dict[str, Any]]:
+    def session_list(self, owner: str | None = None, *, limit: int = 200) -> list[dict[str, Any]]:
         """``owner``'s sessions, most recently used first, at most ``limit`` (each:
         ``session``, ``turn``, ``updated_at``, ``last_reset_reason``, ``events``)."""
-        return self.store.sessions(owner, limit)
+        return self.store.sessions(self.owner_of(owner), limit)
 
     def session_events(
-        self, session: str, *, owner: str = "default", limit: int = 50
+        self, session: str, *, owner: str | None = None, limit: int = 50
     ) -> list[dict[str, Any]]:
         """``session``'s latest injection events, newest first, at most ``limit`` (each:
         ``turn``, ``memory_ids``, ``skipped``, ``elapsed_ms``, ``created_at``)."""
-        return self.store.injection_events(owner, session, limit)
+        return self.store.injection_events(self.owner_of(owner), session, limit)
 
-    def get_many(self, ids: Sequence[str], *, owner: str = "default") -> dict[str, Memory]:
+    def get_many(self, ids: Sequence[str], *, owner: str | None = None) -> dict[str, Memory]:
         """``{id: memory}`` of ``owner``'s memories among ``ids`` (any status); other ids are
         left out."""
-        return self.store.get_many(owner, list(ids)) if ids else {}
+        return self.store.get_many(self.owner_of(owner), list(ids)) if ids else {}

@@ -150,7 +150,22 @@ JsonOption = Annotated[
     bool, typer.Option("--json", help="Print JSON (for scripts) instead of a table.")
 ]
 OwnerOption = Annotated[
-    str, typer.Option("--owner", help="Owner (user or tenant) scope of the memories.")
+    str | None,
+    typer.Option(
+        "--owner",
+        help="Owner (user or tenant) scope of the memories. Default: [scope] owner in "
+        "memlane.toml (or MEMLANE_SCOPE__OWNER), else default.",
+    ),
+]
+ProjectOption = Annotated[
+    str | None,
+    typer.Option(
+        "--project",
+        help="A project: a folder inside a git repository (its identity is used: the remote "
+        "URL, else the root commit) or an identity as memlane list --json shows it. add: the "
+        "memory belongs to that project (omit: global to the owner). Reads: that project's "
+        "memories and the global ones (omit: every project's).",
+    ),
 ]
 AgentOption = Annotated[
     str | None, typer.Option("--agent", help="Agent scope (omit for all agents of the owner).")

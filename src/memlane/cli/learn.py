@@ -7,8 +7,24 @@ from typing import Annotated
 
 import typer
 
-from memlane.cli.app import AgentOption, HomeOption, JsonOption, OwnerOption, app, out, print_json
-from memlane.cli.render import command, decision_text, engine_for, table, write_result_dict
+from memlane.cli.app import (
+    AgentOption,
+    HomeOption,
+    JsonOption,
+    OwnerOption,
+    ProjectOption,
+    app,
+    out,
+    print_json,
+)
+from memlane.cli.render import (
+    command,
+    decision_text,
+    engine_for,
+    project_for,
+    table,
+    write_result_dict,
+)
 
 
 @command(app, "learn")
@@ -20,11 +36,12 @@ def learn(
             show_default=False,
         ),
     ],
-    owner: OwnerOption = "default",
+    owner: OwnerOption = None,
     agent: AgentOption = None,
     session: Annotated[
         str | None, typer.Option("--session", help="Session the memories were learned in.")
     ] = None,
+    project: ProjectOption = None,
     home: HomeOption = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -41,7 +58,9 @@ def learn(
 
     with engine_for(home, create=True) as engine:
         messages = read_transcript(transcript)
-        results = engine.learn(messages, owner=owner, agent=agent, session=session)
+        results = engine.learn(
+            messages, owner=owner, agent=agent, session=session, project=project_for(project)
+        )
         stats = engine.llm_stats()
     if as_json:
         print_json({"results": [write_result_dict(r) for r in results], "llm": stats})

@@ -12,6 +12,7 @@ from typing import Annotated, Any
 import typer
 
 from memlane.cli.app import HomeOption, app, err, fail, handle_errors, out
+from memlane.cli.render import project_for
 from memlane.cli.serve import is_loopback
 from memlane.errors import InvalidArgument
 
@@ -33,10 +34,21 @@ def mcp_cmd(
     port: Annotated[int, typer.Option("--port", help="Port for --http.")] = 8766,
     owner: Annotated[
         str | None,
-        typer.Option("--owner", help="Owner scope (default [hooks] owner, else the OS user)."),
+        typer.Option(
+            "--owner",
+            help="Owner scope (default: [hooks] owner, else [scope] owner, else default).",
+        ),
     ] = None,
     agent: Annotated[
         str | None, typer.Option("--agent", help="Agent scope (default none: shared).")
+    ] = None,
+    project: Annotated[
+        str | None,
+        typer.Option(
+            "--project",
+            help="The project (a repository's folder or identity). Default: the repository "
+            "holding the working folder, if any.",
+        ),
     ] = None,
 ) -> None:
     """Serve memlane over MCP on stdio (what Claude Code and desktop clients start), or
@@ -53,7 +65,10 @@ def mcp_cmd(
     except ImportError as exc:
         raise fail(f"memlane mcp needs the mcp extra: pip install 'memlane[mcp]' ({exc})") from None
     with handle_errors():
-        serve(home=home, owner=owner, agent=agent, http=http, host=host, port=port)
+        serve(
+            home=home, owner=owner, agent=agent, http=http, host=host, port=port,
+            project=project_for(project),
+        )  # fmt: skip
 
 
 def mcp_entry(command: str) -> dict[str, Any]:

@@ -23,6 +23,7 @@ from memlane.cli.app import (
     HomeOption,
     JsonOption,
     OwnerOption,
+    ProjectOption,
     app,
     err,
     fail,
@@ -42,6 +43,7 @@ from memlane.cli.render import (
     key_value_grid,
     memory_table,
     print_memory,
+    project_for,
     short,
     table,
     when,
@@ -75,7 +77,7 @@ def add(
     type: Annotated[
         str, typer.Option("--type", "-t", help=f"Memory type: {TYPE_NAMES}.")
     ] = MemoryType.FACT.value,
-    owner: OwnerOption = "default",
+    owner: OwnerOption = None,
     agent: Annotated[
         str | None, typer.Option("--agent", help="Agent the memory belongs to (default: none).")
     ] = None,
@@ -89,6 +91,7 @@ def add(
     source: Annotated[
         str | None, typer.Option("--source", help="Where it came from (e.g. chat, import).")
     ] = None,
+    project: ProjectOption = None,
     home: HomeOption = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -110,6 +113,7 @@ def add(
             session=session,
             importance=importance,
             source=source,
+            project=project_for(project),
         )
     if as_json:
         print_json(write_result_dict(result))
@@ -140,7 +144,7 @@ def _read_lines(file: Path) -> list[bytes]:
     return file.read_bytes().split(b"\n")
 
 
-def _parse_line(raw: bytes, default_owner: str) -> MemoryInput:
+def _parse_line(raw: bytes, default_owner: str | None) -> MemoryInput:
     """One JSONL line -> a :class:`MemoryInput`. Raises :class:`InvalidMemory` with the reason."""
     try:
         text = raw.decode("utf-8")
@@ -168,8 +172,12 @@ def import_(
         ),
     ],
     owner: Annotated[
-        str, typer.Option("--owner", help="Owner for lines that do not name one.")
-    ] = "default",
+        str | None,
+        typer.Option(
+            "--owner",
+            help="Owner for lines that do not name one. Default: [scope] owner, else default.",
+        ),
+    ] = None,
     home: HomeOption = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -280,12 +288,13 @@ def import_(
 
 @command(app, "list")
 def list_(
-    owner: OwnerOption = "default",
+    owner: OwnerOption = None,
     agent: AgentOption = None,
     type: Annotated[
         str | None, typer.Option("--type", "-t", help=f"Only this type: {TYPE_NAMES}.")
     ] = None,
     limit: LimitOption = 100,
+    project: ProjectOption = None,
     home: HomeOption = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -296,20 +305,23 @@ def list_(
     Example:  memlane list --owner alice --type preference --limit 20
     """
     with engine_for(home) as engine:
-        memories = engine.list(owner=owner, agent=agent, type=type, limit=limit)
+        scope = project_for(project)
+        memories = engine.list(owner=owner, agent=agent, type=type, limit=limit, project=scope)
+        owner = engine.owner_of(owner)
     if as_json:
         print_json([m.to_dict() for m in memories])
         return
+    where = f" in project {scope} (and global)" if scope else ""
     if not memories:
-        out.print(Text(f"no memories for owner {owner!r}", style="dim"))
+        out.print(Text(f"no memories for owner {owner!r}{where}", style="dim"))
         return
-    out.print(memory_table(memories, title=f"{len(memories)} memories of {owner}"))
+    out.print(memory_table(memories, title=f"{len(memories)} memories of {owner}{where}"))
 
 
 @command(app, "get")
 def get(
     memory_id: MemoryIdArgument,
-    owner: OwnerOption = "default",
+    owner: OwnerOption = None,
     agent: AgentOption = None,
     include_inactive: Annotated[
         bool,
@@ -344,7 +356,7 @@ def get(
 @command(app, "history")
 def history(
     memory_id: MemoryIdArgument,
-    owner: OwnerOption = "default",
+    owner: OwnerOption = None,
     agent: AgentOption = None,
     home: HomeOption = None,
     as_json: JsonOption = False,
@@ -372,7 +384,7 @@ def history(
 def update(
     memory_id: MemoryIdArgument,
     text: Annotated[str, typer.Argument(help="The new text.", show_default=False)],
-    owner: OwnerOption = "default",
+    owner: OwnerOption = None,
     agent: AgentOption = None,
     home: HomeOption = None,
     as_json: JsonOption = False,
@@ -394,7 +406,7 @@ def update(
 @command(app, "forget")
 def forget(
     memory_id: MemoryIdArgument,
-    owner: OwnerOption = "default",
+    owner: OwnerOption = None,
     agent: AgentOption = None,
     home: HomeOption = None,
     as_json: JsonOption = False,
@@ -432,7 +444,7 @@ def forget(
 
 @command(app, "dedup-log")
 def dedup_log(
-    owner: OwnerOption = "default",
+    owner: OwnerOption = None,
     decision: Annotated[
         str | None, typer.Option("--decision", "-d", help=f"Only this decision: {DECISION_NAMES}.")
     ] = None,
@@ -448,6 +460,7 @@ def dedup_log(
     """
     with engine_for(home) as engine:
         rows = engine.dedup_log(owner=owner, decision=decision, limit=limit)
+        owner = engine.owner_of(owner)
     if as_json:
         print_json([r.to_dict() for r in rows])
         return

@@ -12,12 +12,20 @@ from memlane.cli.app import (
     HomeOption,
     JsonOption,
     OwnerOption,
+    ProjectOption,
     app,
     err,
     out,
     print_json,
 )
-from memlane.cli.render import command, counts_text, engine_for, memory_cell, table
+from memlane.cli.render import (
+    command,
+    counts_text,
+    engine_for,
+    memory_cell,
+    project_for,
+    table,
+)
 from memlane.types import Injection, MemoryType
 
 TYPE_NAMES = ", ".join(t.value for t in MemoryType)
@@ -31,7 +39,7 @@ def search(
     query: Annotated[
         str, typer.Argument(help="What to look for (plain text).", show_default=False)
     ],
-    owner: OwnerOption = "default",
+    owner: OwnerOption = None,
     agent: AgentOption = None,
     limit: Annotated[int, typer.Option("--limit", "-n", help="At most this many hits.")] = 10,
     mode: Annotated[
@@ -45,6 +53,7 @@ def search(
         bool,
         typer.Option("--include-inactive", help="Also expired (superseded) memories."),
     ] = False,
+    project: ProjectOption = None,
     home: HomeOption = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -66,7 +75,9 @@ def search(
             types=types,
             mode=mode,
             include_inactive=include_inactive,
+            project=project_for(project),
         )
+        owner = engine.owner_of(owner)
     if as_json:
         print_json([h.to_dict() for h in hits])
         return
@@ -115,12 +126,13 @@ def inject(
     session: Annotated[
         str, typer.Option("--session", "-s", help="Session id (tracks what it was shown).")
     ],
-    owner: OwnerOption = "default",
+    owner: OwnerOption = None,
     agent: AgentOption = None,
     recent: Annotated[
         list[str] | None,
         typer.Option("--recent", help="A recent exchange enriching the query (repeatable)."),
     ] = None,
+    project: ProjectOption = None,
     home: HomeOption = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -134,7 +146,9 @@ def inject(
     Example:  memlane inject "Which editor should I install?" --session chat-1 --owner alice
     """
     with engine_for(home) as engine:
-        injection = engine.inject(session, text, owner=owner, agent=agent, recent=recent)
+        injection = engine.inject(
+            session, text, owner=owner, agent=agent, recent=recent, project=project_for(project)
+        )
     if as_json:
         print_json(injection.to_dict())
         return

@@ -17,7 +17,8 @@ from rich.text import Text
 from memlane.cli.app import err, handle_errors, out
 from memlane.config import Settings
 from memlane.engine import MemoryEngine
-from memlane.errors import NotFound
+from memlane.errors import InvalidArgument, NotFound
+from memlane.scope import ScopeError, resolve_project
 from memlane.types import Association, Decision, Memory, MemoryVersion, WriteResult
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -49,6 +50,17 @@ def new_store(settings: Settings) -> bool:
 def announce_new_store(settings: Settings) -> None:
     """The one line a write to a new home prints (stderr): where the store was created."""
     err.print(f"created a new memlane store: {settings.db_path}", highlight=False, markup=False)
+
+
+def project_for(value: str | None) -> str | None:
+    """``--project`` as the identity it names (:func:`memlane.scope.resolve_project`: a folder
+    inside a repository becomes the repository's identity; anything else is an identity as it
+    is; ``None``: no project). Raises :class:`InvalidArgument` (exit 3) for a folder outside
+    any repository or an identity that is too long."""
+    try:
+        return resolve_project(value)
+    except ScopeError as exc:
+        raise InvalidArgument(str(exc)) from None
 
 
 @contextmanager

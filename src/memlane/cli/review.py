@@ -43,7 +43,7 @@ def _print_outcomes(outcomes: Sequence[Any], as_json: bool) -> None:
 @review_app.callback()
 def review(
     ctx: typer.Context,
-    owner: OwnerOption = "default",
+    owner: OwnerOption = None,
     llm: Annotated[
         bool,
         typer.Option(
@@ -77,6 +77,7 @@ def review(
                 err.print(f"{len(outcomes)} rows reviewed by the LLM", highlight=False)
             return
         rows = engine.review_pending(owner=owner, limit=limit)
+        owner = engine.owner_of(owner)
     if as_json:
         print_json([r.to_dict() for r in rows])
         return
@@ -101,7 +102,7 @@ def review(
 @command(review_app, "confirm")
 def confirm(
     entry_id: EntryArg,
-    owner: OwnerOption = "default",
+    owner: OwnerOption = None,
     home: HomeOption = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -115,7 +116,7 @@ def confirm(
 @command(review_app, "reverse")
 def reverse(
     entry_id: EntryArg,
-    owner: OwnerOption = "default",
+    owner: OwnerOption = None,
     home: HomeOption = None,
     as_json: JsonOption = False,
 ) -> None:

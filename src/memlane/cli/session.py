@@ -60,7 +60,7 @@ def reset(
             show_default=False,
         ),
     ],
-    owner: OwnerOption = "default",
+    owner: OwnerOption = None,
     home: HomeOption = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -88,7 +88,7 @@ def reset(
 @command(session_app, "show")
 def show(
     session: SessionArgument,
-    owner: OwnerOption = "default",
+    owner: OwnerOption = None,
     events: Annotated[
         int, typer.Option("--events", min=0, help="Recent injection events to show.")
     ] = 10,

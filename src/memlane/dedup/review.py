@@ -118,7 +118,9 @@ class Reviewer:
         matched = self.store.get(owner, entry.existing_id) if entry.existing_id else None
         twin = None
         if matched is not None and not entry.decision.duplicate:
-            twin = self.store.find_by_hash(owner, matched.agent, content_hash(entry.new_text))
+            twin = self.store.find_by_hash(
+                owner, matched.agent, content_hash(entry.new_text), project=matched.project
+            )
         with self.store.transaction():
             if matched is not None and twin is not None and twin.id != matched.id:
                 self.store.add_association(owner, twin.id, matched.id, Relation.KEPT_APART, 1.0)
@@ -153,6 +155,8 @@ class Reviewer:
             )
         matched = self.store.get(owner, entry.existing_id) if entry.existing_id else None
         agent = matched.agent if matched else None
+        # the restored text goes back to the matched memory's project (the log keeps no other)
+        project = matched.project if matched else None
         mtype = matched.type if matched else MemoryType.FACT
         replaced = entry.decision is Decision.REPLACED
         text = entry.existing_text if replaced and entry.existing_text else entry.new_text
@@ -167,15 +171,17 @@ class Reviewer:
                 agent,
                 source="review",
                 metadata={"restored_from_dedup_log": entry.id},
+                project=project,
             )
         )
-        live = self.store.find_by_hash(owner, agent, draft.content_hash)
+        live = self.store.find_by_hash(owner, agent, draft.content_hash, project=project)
         if live is not None:
             return self._conflict(entry, live.id, reasoning)
         texts = [draft.content] + ([own] if own else [])
         vectors = self.writer.embeddings.embed(texts)
         with self.store.transaction():
-            if (twin := self.store.find_by_hash(owner, agent, draft.content_hash)) is not None:
+            twin = self.store.find_by_hash(owner, agent, draft.content_hash, project=project)
+            if twin is not None:
                 return self._conflict(entry, twin.id, reasoning)  # written by another process
             restored = self.store.insert(draft, vectors[0])
             if matched is not None:

@@ -24,6 +24,7 @@ from memlane.errors import InvalidMemory, NotFound
 from memlane.history import INJECTION_BLOCK_PREFIX, is_injection_text
 from memlane.llm import LLM, BatchVerifier, LLMVerdict
 from memlane.privacy import SecretsDecision
+from memlane.scope import MAX_PROJECT_CHARS
 from memlane.store.base import MemoryStore, NewDedupLog, NewMemory, Vector
 from memlane.types import (
     DEFAULT_IMPORTANCE,
@@ -40,6 +41,10 @@ from memlane.types import (
 
 log = logging.getLogger("memlane")
 
+#: Most neighbours a write asks the store for while other projects' memories crowd out the
+#: draft's own scope (:meth:`WritePath._nearest`); past it the draft is compared to none.
+MAX_SCOPE_NEIGHBOURS = 1024
+
 
 @dataclass(frozen=True, slots=True)
 class MemoryInput:
@@ -47,12 +52,17 @@ class MemoryInput:
 
     content: str
     type: MemoryType | str = MemoryType.FACT
-    owner: str = "default"
+    #: ``None``: the scope rule's owner (:meth:`MemoryEngine.add_many` resolves it:
+    #: :func:`memlane.scope.resolve_owner`).
+    owner: str | None = None
     agent: str | None = None
     session: str | None = None
     importance: float | None = None
     source: str | None = None
     metadata: Mapping[str, Any] = field(default_factory=dict)
+    #: The project (a repository's identity, :mod:`memlane.scope`); ``None``: global to the
+    #: owner, seen in every project.
+    project: str | None = None
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> MemoryInput:
@@ -76,6 +86,19 @@ def check_scope(name: str, value: object, *, required: bool = False) -> None:
         return
     if not isinstance(value, str) or not value.strip():
         raise InvalidMemory(f"{name} must be a non-empty string, got {value!r}")
+
+
+def check_project(value: object) -> None:
+    """Raise :class:`InvalidMemory` unless ``value`` is ``None`` (global) or a project identity:
+    a non-empty string of at most :data:`memlane.scope.MAX_PROJECT_CHARS` characters."""
+    check_scope("project", value)
+    if isinstance(value, str):
+        check_text("project", value)
+        if len(value) > MAX_PROJECT_CHARS:
+            raise InvalidMemory(
+                f"project is {len(value):,} characters, over the limit of {MAX_PROJECT_CHARS} "
+                "(pass a repository's folder or its identity, such as github.com/acme/app)"
+            )
 
 
 class WritePath:
@@ -134,6 +157,7 @@ class WritePath:
         check_scope("owner", item.owner, required=True)
         check_scope("agent", item.agent)
         check_scope("session", item.session)
+        check_project(item.project)
         if item.source is not None and not isinstance(item.source, str):
             raise InvalidMemory(f"source must be a string, got {type(item.source).__name__}")
         if item.source is not None:
@@ -151,12 +175,13 @@ class WritePath:
             content_hash=content_hash(text),
             type=mtype,
             importance=float(importance),
-            owner=item.owner,
+            owner=str(item.owner),  # checked above
             agent=item.agent,
             session=item.session,
             source=item.source,
             created_at=utcnow(),
             metadata=metadata,
+            project=item.project,
         )
 
     # ------------------------------------------------------------------ add
@@ -183,13 +208,7 @@ class WritePath:
             return []
         # Exact repeats need no embedding: only embed texts whose hash is not stored yet, and
         # each such text once (a batch may repeat a line).
-        texts = list(
-            dict.fromkeys(
-                d.content
-                for d in drafts
-                if self.store.find_by_hash(d.owner, d.agent, d.content_hash) is None
-            )
-        )
+        texts = list(dict.fromkeys(d.content for d in drafts if self._same_hash(d) is None))
         vectors: dict[str, Vector] = {}
         if texts:
             vectors = dict(zip(texts, self.embeddings.embed(texts), strict=True))
@@ -214,7 +233,7 @@ class WritePath:
     def _write_one(self, draft: NewMemory, vec: Vector | None, llm: LLM | None) -> WriteResult:
         """Write one draft inside the batch's transaction; ``vec`` is ``None`` when its hash was
         stored before the transaction began."""
-        existing = self.store.find_by_hash(draft.owner, draft.agent, draft.content_hash)
+        existing = self._same_hash(draft)
         if existing is not None:
             plan: Plan = Keep(Decision.HASH_EXACT, existing, 1.0, "same content hash")
             return self._apply(plan, draft, vec)
@@ -222,12 +241,36 @@ class WritePath:
             vec = self.embeddings.embed([draft.content])[0]
         return self._apply(self._plan(draft, vec, llm), draft, vec)
 
+    def _same_hash(self, draft: NewMemory) -> Memory | None:
+        """The stored memory with ``draft``'s hash among those a turn would see with it (the
+        scope rule, :mod:`memlane.scope`): of its project, else a global one; a global draft:
+        global ones only (a project's copy is not seen by the other projects)."""
+        find = self.store.find_by_hash
+        found = find(draft.owner, draft.agent, draft.content_hash, project=draft.project)
+        if found is None and draft.project is not None:
+            found = find(draft.owner, draft.agent, draft.content_hash)
+        return found
+
     def _plan(self, draft: NewMemory, vec: Vector, llm: LLM | None) -> Plan:
-        # Several neighbours asked for, the first used: the ANN index's top 1 alone is less often
-        # the true nearest than the best of its top k.
-        near = self.store.nearest(draft.owner, draft.agent, vec, self.settings.neighbours)
+        near = self._nearest(draft, vec)
         match, sim = (near[0][0], near[0][1]) if near else (None, None)
         return decide(draft.content, match, sim, self.settings, llm)
+
+    def _nearest(self, draft: NewMemory, vec: Vector) -> list[tuple[Memory, float]]:
+        """The nearest memories of ``draft``'s ``(owner, agent)`` that a turn would see with it
+        (its project's and global ones; a global draft: global ones), nearest first.
+
+        Several neighbours asked for, the first used: the ANN index's top 1 alone is less often
+        the true nearest than the best of its top k. Other projects' memories share the
+        owner's index: while they fill a whole answer, 4 times more are asked for (up to
+        :data:`MAX_SCOPE_NEIGHBOURS`)."""
+        k = self.settings.neighbours
+        while True:
+            found = self.store.nearest(draft.owner, draft.agent, vec, k)
+            near = [(m, s) for m, s in found if m.project in (None, draft.project)]
+            if near or len(found) < k or k >= MAX_SCOPE_NEIGHBOURS:
+                return near
+            k = min(k * 4, MAX_SCOPE_NEIGHBOURS)
 
     def _apply(self, plan: Plan, draft: NewMemory, vec: Vector | None) -> WriteResult:
         store = self.store

@@ -33,6 +33,7 @@ if TYPE_CHECKING:
             recent: list[str],
             max_chars: int,
             known: list[str],
+            project: str | None = None,
         ) -> Injected: ...
 
         def inject_pinned(
@@ -42,6 +43,7 @@ if TYPE_CHECKING:
             owner: str,
             agent: str,
             max_chars: int,
+            project: str | None = None,
         ) -> Injected: ...
 
         def reset(self, session: str, reason: str, *, owner: str) -> None: ...
@@ -187,6 +189,7 @@ class HttpBackend:
         recent: list[str],
         max_chars: int,
         known: list[str],
+        project: str | None = None,
     ) -> Injected:
         body = {
             "session": session,
@@ -196,18 +199,22 @@ class HttpBackend:
             "recent": recent,
             "max_chars": max_chars,
             "known": known,
+            "project": project,
         }
         data = self._call("POST", "/v1/inject", body)
         ids = tuple(item["memory"]["id"] for item in data.get("items", []))
         return Injected(data.get("block"), ids, int(data.get("turn", 0)))
 
-    def inject_pinned(self, session: str, *, owner: str, agent: str, max_chars: int) -> Injected:
+    def inject_pinned(
+        self, session: str, *, owner: str, agent: str, max_chars: int, project: str | None = None
+    ) -> Injected:
         body = {
             "session": session,
             "owner": owner,
             "agent": agent,
             "max_chars": max_chars,
             "pinned_only": True,
+            "project": project,
         }
         data = self._call("POST", "/v1/inject", body)
         ids = tuple(item["memory"]["id"] for item in data.get("items", []))
@@ -260,6 +267,7 @@ class LocalBackend:
         recent: list[str],
         max_chars: int,
         known: list[str],
+        project: str | None = None,
     ) -> Injected:
         result = self.engine.inject(
             session,
@@ -269,11 +277,16 @@ class LocalBackend:
             recent=recent,
             max_chars=max_chars,
             known=known,
+            project=project,
         )
         return Injected(result.block, tuple(i.memory.id for i in result.items), result.turn)
 
-    def inject_pinned(self, session: str, *, owner: str, agent: str, max_chars: int) -> Injected:
-        result = self.engine.inject_pinned(session, owner=owner, agent=agent, max_chars=max_chars)
+    def inject_pinned(
+        self, session: str, *, owner: str, agent: str, max_chars: int, project: str | None = None
+    ) -> Injected:
+        result = self.engine.inject_pinned(
+            session, owner=owner, agent=agent, max_chars=max_chars, project=project
+        )
         return Injected(result.block, tuple(i.memory.id for i in result.items), result.turn)
 
     def reset(self, session: str, reason: str, *, owner: str) -> None:

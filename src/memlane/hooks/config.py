@@ -32,7 +32,7 @@ class HookConfigError(ValueError):
 DEFAULTS: dict[str, object] = {
     "owner": "",
     "agent": "",
-    "per_project": False,
+    "per_project": True,
     "url": "",
     "timeout_s": 8.0,
     "connect_timeout_s": 0.3,
@@ -116,16 +116,17 @@ class HookConfig:
         """``[hooks] url`` ("" = the server recorded in the home: :mod:`memlane.hooks.daemon`)."""
         return self.url.rstrip("/")
 
-    def scope(self, client: str, cwd: str | None) -> tuple[str, str]:
-        """``(owner, agent)`` of a session of ``client`` run in ``cwd``: the owner by the scope
-        rule (``[hooks] owner`` > ``[scope] owner`` > ``"default"``,
-        :func:`memlane.scope.resolve_owner`); with ``per_project`` the agent is
-        ``<agent>@<project>``, the project the identity of the git repository holding ``cwd``
-        (:func:`memlane.scope.project_identity`: the same for its worktrees and clones)."""
+    def scope(self, client: str, cwd: str | None) -> tuple[str, str, str | None]:
+        """``(owner, agent, project)`` of a session of ``client`` run in ``cwd``: the owner by
+        the scope rule (``[hooks] owner`` > ``[scope] owner`` > ``"default"``,
+        :func:`memlane.scope.resolve_owner`); the agent, the client's name unless ``[hooks]
+        agent``; with ``per_project`` (the default) the project, the identity of the git
+        repository holding ``cwd`` (:func:`memlane.scope.project_identity`: the same for its
+        worktrees and clones, and for every assistant run in it), ``None`` outside one."""
         owner = resolve_owner(self.owner, self.scope_owner)
         agent = self.agent or CLIENT_AGENTS.get(client, client)
         project = project_identity(cwd) if self.per_project and cwd else None
-        return owner, f"{agent}@{project}" if project else agent
+        return owner, agent, project
 
 
 #: (type, minimum, maximum) of the numeric keys: the limits of ``HooksSettings``.

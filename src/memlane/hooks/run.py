@@ -202,9 +202,9 @@ class _Run:
             return
         if not isinstance(session, str) or not session.strip():
             raise ValueError(f"the payload has no session_id (got {session!r})")
-        owner, agent = self.cfg.scope(self.client, _str(payload.get("cwd")))
+        owner, agent, project = self.cfg.scope(self.client, _str(payload.get("cwd")))
         if learn:
-            self.learn(session, owner, agent, _str(payload.get("transcript_path")))
+            self.learn(session, owner, agent, _str(payload.get("transcript_path")), project)
             return
         if event == SYNC_EVENT:
             self.sync(session, owner, agent, payload.get("llm_request"))
@@ -229,6 +229,7 @@ class _Run:
                     recent=recent,
                     max_chars=self.max_chars(),
                     known=known,
+                    project=project,
                 )
             finally:
                 backend.close()
@@ -255,6 +256,7 @@ class _Run:
                     owner=owner,
                     agent=agent,
                     max_chars=self.max_chars(),
+                    project=project,
                 )
                 if result.block:
                     self.emit(output(event, result.block), result.ids)
@@ -278,9 +280,12 @@ class _Run:
                 f"in the request (compressed or cleared; injectable again): {', '.join(gone)}",
             )
 
-    def learn(self, session: str, owner: str, agent: str, transcript: str | None) -> None:
+    def learn(
+        self, session: str, owner: str, agent: str, transcript: str | None, project: str | None
+    ) -> None:
         """Start ``memlane learn`` on the transcript in the background (its own session, its
         errors appended to hooks.log) and return at once: the LLM call never delays the user.
+        The memories learned belong to the session's ``project`` (global outside one).
         The engine reads only the messages after those learned before (per session) and never
         shows injected ``[Context from memory]`` blocks to the model."""
         import subprocess
@@ -289,6 +294,7 @@ class _Run:
             raise ValueError(f"[hooks] learn: no transcript at {transcript!r}")
         args = [sys.executable, "-m", "memlane", "learn", transcript, "--owner", owner]
         args += ["--agent", agent, "--session", session, "--home", str(self.cfg.home)]
+        args += ["--project", project] if project else []
         self.cfg.log_path.parent.mkdir(parents=True, exist_ok=True)
         with self.cfg.log_path.open("a", encoding="utf-8") as out:
             proc = subprocess.Popen(

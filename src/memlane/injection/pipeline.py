@@ -124,8 +124,11 @@ class Injector:
         recent: Sequence[str] | None = None,
         max_chars: int | None = None,
         known: Sequence[str] = (),
+        project: str | None = None,
     ) -> Injection:
         """Decide what to inject before this turn of ``session`` (see module docstring).
+        With ``project``: that project's memories and the owner's global ones
+        (:mod:`memlane.scope`); ``None``: every project's.
 
         ``known``: ids of memories the conversation already holds although the session did not
         learn them (a coding assistant's MCP ``remember`` call of this session: the memory's
@@ -143,7 +146,7 @@ class Injector:
             StoreError: the store failed; nothing was recorded (the turn was not counted).
         """
         _check_max_chars(max_chars)
-        result = self._inject(session, text, owner, agent, recent, max_chars, known)
+        result = self._inject(session, text, owner, agent, recent, max_chars, known, project)
         self._log(result)
         return result
 
@@ -154,9 +157,11 @@ class Injector:
         owner: str = "default",
         agent: str | None = None,
         max_chars: int | None = None,
+        project: str | None = None,
     ) -> Injection:
         """Only the pinned memories (step 3's ambient awareness), for the start of a session
-        (a coding assistant's ``SessionStart``: no user text yet). With ambient awareness off
+        (a coding assistant's ``SessionStart``: no user text yet), of ``project`` and global
+        ones when given. With ambient awareness off
         (``ambient_enabled``, ``pinned_types``) nothing is searched, counted or recorded
         (``skipped["ambient_off"]``); otherwise the pinned memories not shown within the window
         are injected as one turn, and recorded, exactly like :meth:`inject`'s.
@@ -176,7 +181,7 @@ class Injector:
             skipped["ambient_off"] += 1
             return self._finish(turn, store.session(owner, session).turn, _Chosen(), None, False)
         sort = PinnedSort(cfg.pinned_sort)
-        query = PinnedQuery(cfg.pinned_types, cfg.pinned_limit, sort)
+        query = PinnedQuery(cfg.pinned_types, cfg.pinned_limit, sort, project)
         pool = [(m, m.importance) for m in store.turn_context(owner, session, agent, query).pinned]
         with store.transaction():
             start = store.start_turn(
@@ -198,6 +203,7 @@ class Injector:
         recent: Sequence[str] | None,
         max_chars: int | None = None,
         known: Sequence[str] = (),
+        project: str | None = None,
     ) -> Injection:
         started = time.perf_counter()
         check_session(session)
@@ -235,7 +241,7 @@ class Injector:
         pinned_query = None
         if cfg.ambient_enabled and cfg.pinned_types:
             sort = PinnedSort(cfg.pinned_sort)
-            pinned_query = PinnedQuery(cfg.pinned_types, cfg.pinned_limit, sort)
+            pinned_query = PinnedQuery(cfg.pinned_types, cfg.pinned_limit, sort, project)
         step = store.search_step(owner, agent, TurnQuery(session, pinned_query))
         context = step.context
         assert context is not None  # asked with a turn
@@ -249,6 +255,7 @@ class Injector:
             limit=min(cfg.search_limit + len(same_session), 1000),
             record_access=False,
             step=step,
+            project=project,
         )
         contextual_pool = [(h.memory, h.score) for h in hits]
 

@@ -16,12 +16,18 @@ the store; the other tools wait for the model (up to :data:`MODEL_WAIT_S`).
 Scope: ``--owner``, else the hooks' (``[hooks] owner``, else ``[scope] owner``, else
 ``"default"``: :func:`memlane.scope.resolve_owner`);
 memories written here have no agent (shared by every agent of the owner) unless ``--agent``.
+Project: ``--project``, else the repository holding the server's working folder (the client
+starts it in the project: :func:`memlane.scope.project_identity`), else none. ``remember``
+stores in that project by default (``scope="project"``) or for every project
+(``scope="global"``); ``recall``, ``context_for_turn`` and ``list_memories`` see the project's
+memories and the owner's global ones (outside a repository: every memory of the owner).
 ``context_for_turn`` keeps the same per-session tracking as the hooks (same store, same owner).
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -111,6 +117,7 @@ def _memory(m: Any, **extra: Any) -> dict[str, Any]:
         "type": m.type.value,
         "importance": m.importance,
         "created_at": m.created_at.isoformat(),
+        "project": m.project,  # None: global
         **extra,
     }
 
@@ -122,16 +129,22 @@ def build_server(
     agent: str | None = None,
     host: str = "127.0.0.1",
     port: int = 8766,
+    project: str | None = None,
+    cwd: str | None = None,
 ) -> tuple[FastMCP, EngineHolder]:
     """The MCP server and its engine holder (call ``holder.start()`` before serving).
+    ``project``: the project's identity; ``None``: the repository holding ``cwd`` (default:
+    the working folder), if any (module docstring).
 
     Raises:
         memlane.hooks.config.HookConfigError: invalid ``[hooks]`` settings (for the owner).
     """
     from memlane.hooks.config import load_config
+    from memlane.scope import project_identity
 
     cfg = load_config(home)
     scope_owner = owner or cfg.scope("mcp", None)[0]  # the scope rule (memlane.scope)
+    here = project or project_identity(cwd or os.getcwd())
     max_chars = cfg.max_chars
     holder = EngineHolder(home)
     server = FastMCP(
@@ -161,16 +174,24 @@ def build_server(
             float | None,
             Field(ge=0, le=1, description="0..1; omit for the type's default."),
         ] = None,
+        scope: Annotated[
+            Literal["project", "global"],
+            Field(
+                description="project: for this repository only (the default inside one); "
+                "global: for every project (the user's preferences, facts about them)."
+            ),
+        ] = "project",
     ) -> dict[str, Any]:
         """Store a durable memory about the user or the work (a preference, a decision, a fact
         about the project). memlane refuses duplicates: the answer's decision says whether it
         was added, merged into an existing memory (replaced) or already known (hash_exact,
-        auto_reject). Never store the contents of a [Context from memory] block."""
+        auto_reject). Never store the contents of a [Context from memory] block. A fact about
+        this codebase: scope "project"; about the user, true everywhere: scope "global"."""
 
         def do(engine: Any) -> dict[str, Any]:
             r = engine.add(
                 content, type=type, importance=importance, owner=scope_owner, agent=agent,
-                source="mcp",
+                source="mcp", project=here if scope == "project" else None,
             )  # fmt: skip
             return dict(r.to_dict())  # the one serialisation of a write's outcome
 
@@ -185,7 +206,7 @@ def build_server(
         fused score and cosine similarity to the query."""
 
         def do(engine: Any) -> dict[str, Any]:
-            hits = engine.search(query, owner=scope_owner, agent=agent, limit=limit)
+            hits = engine.search(query, owner=scope_owner, agent=agent, limit=limit, project=here)
             return {
                 "memories": [
                     _memory(h.memory, score=round(h.score, 6), similarity=round(h.similarity, 6))
@@ -209,7 +230,7 @@ def build_server(
 
         def do(engine: Any) -> dict[str, Any]:
             result = engine.inject(
-                session, text, owner=scope_owner, agent=agent, max_chars=max_chars
+                session, text, owner=scope_owner, agent=agent, max_chars=max_chars, project=here
             )
             return {
                 "block": result.block,
@@ -241,7 +262,7 @@ def build_server(
         yet)."""
 
         def do(engine: Any) -> dict[str, Any]:
-            rows = engine.list(owner=scope_owner, agent=agent, type=type, limit=limit)
+            rows = engine.list(owner=scope_owner, agent=agent, type=type, limit=limit, project=here)
             return {
                 "memories": [_memory(m) for m in rows],
                 "model_ready": holder.model_ready.is_set(),
@@ -277,11 +298,13 @@ def serve(
     http: bool,
     host: str,
     port: int,
+    project: str | None = None,
 ) -> None:
     """Run the server until the client closes stdio (or ^C with ``http``)."""
     server, holder = build_server(
-        home=str(home) if home else None, owner=owner, agent=agent, host=host, port=port
-    )
+        home=str(home) if home else None, owner=owner, agent=agent, host=host, port=port,
+        project=project,
+    )  # fmt: skip
     holder.start()
     try:
         server.run("streamable-http" if http else "stdio")

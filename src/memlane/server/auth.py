@@ -70,11 +70,13 @@ def caller(request: Request) -> Principal:
     return principal_of(state, request)
 
 
-def scope(principal: Principal, owner: str | None) -> str:
-    """The owner a call acts for: ``owner`` (default ``"default"``), or the token's owner.
-    Raises :class:`NotFound` when an owner-bound token names another owner."""
+def scope(principal: Principal, owner: str | None) -> str | None:
+    """The owner a call acts for: the token's owner, else ``owner``; ``None`` when neither
+    names one: the engine then applies the owner rule (``[scope] owner``, else ``"default"``:
+    :meth:`memlane.engine.MemoryEngine.owner_of`), as every door does. Raises
+    :class:`NotFound` when an owner-bound token names another owner."""
     if principal.owner is None:
-        return owner if owner is not None else "default"
+        return owner
     if owner is not None and owner != principal.owner:
         raise NotFound(f"no owner {owner!r} for this token")
     return principal.owner

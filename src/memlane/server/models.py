@@ -22,6 +22,7 @@ from pydantic import (
 
 from memlane.config import InjectionSettings
 from memlane.dedup.limits import not_text_at
+from memlane.scope import MAX_PROJECT_CHARS
 from memlane.types import (
     DedupLogEntry,
     Memory,
@@ -33,6 +34,19 @@ from memlane.types import (
 
 #: An owner, agent or session name: some text that is not only blanks (what the engine takes).
 Name = Annotated[str, Field(min_length=1, pattern=r"\S")]
+#: A project's identity (:mod:`memlane.scope`: ``github.com/acme/app``, ``commit:<sha>``,
+#: ``path:/folder``), at most :data:`memlane.scope.MAX_PROJECT_CHARS` characters.
+Project = Annotated[
+    str,
+    Field(
+        min_length=1,
+        max_length=MAX_PROJECT_CHARS,
+        pattern=r"\S",
+        description="A project's identity (github.com/acme/app, commit:<sha>, path:/folder). "
+        "Writes: the memory belongs to it (none: global to the owner); reads: its memories and "
+        "the owner's global ones (none: every project's).",
+    ),
+]
 #: Text to search or remember: not only blanks.
 Text = Annotated[str, Field(min_length=1, pattern=r"\S")]
 
@@ -94,16 +108,18 @@ class MemoryIn(_In):
 
 
 class AddOne(_In):
-    """One memory for ``owner``."""
+    """One memory for ``owner`` (in ``project``, when given)."""
 
     owner: Name | None = None
+    project: Project | None = None
     memory: MemoryIn
 
 
 class AddBatch(_In):
-    """A batch of memories for ``owner`` (one transaction)."""
+    """A batch of memories for ``owner`` (in ``project``, when given; one transaction)."""
 
     owner: Name | None = None
+    project: Project | None = None
     memories: list[MemoryIn] = Field(min_length=1, max_length=1000)
 
 
@@ -150,6 +166,7 @@ class SearchRequest(_In):
     query: Text
     owner: Name | None = None
     agent: Name | None = None
+    project: Project | None = None
     limit: json_int(ge=1, le=200) = 10  # type: ignore[valid-type]
     types: list[MemoryType] | None = None
     mode: Literal["hybrid", "vector", "fts"] = "hybrid"
@@ -186,6 +203,7 @@ class InjectRequest(_In):
     )
     owner: Name | None = None
     agent: Name | None = None
+    project: Project | None = None
     recent: list[str] | None = Field(default=None, max_length=50)
     max_chars: json_int(ge=1, le=100_000_000) | None = Field(  # type: ignore[valid-type]
         default=None, description="Longest block allowed, in characters (none: no limit)."

@@ -93,15 +93,19 @@ def router(state: ServerState) -> APIRouter:
 
     def pickers(who: Principal, owner: str | None, agent: str | None) -> dict[str, Any]:
         """The owner and agent pickers of every page: the owners the caller may see (most
-        memories first), the chosen owner (asked for, else the token's, else the one with the
-        most memories) and the agents of that owner."""
+        memories first), the chosen owner (asked for, else the token's, else ``[scope] owner``,
+        else ``"default"``: the owner rule of every door) and the agents of that owner."""
         engine = state.engine
         owners = page_data.overview(engine.counts(who.owner), engine.agent_counts())
         owners = [o for o in owners if who.owner is None or o["owner"] == who.owner]
-        chosen = scope(who, owner or (owners[0]["owner"] if owners and who.owner is None else None))
+        # the owner asked for, else the token's, else the owner rule's ([scope] owner, else
+        # "default"), as in every door; the overview lists every owner the caller may see
+        chosen = engine.owner_of(scope(who, owner or None))
         agents: dict[str, int] = next((o["agents"] for o in owners if o["owner"] == chosen), {})
+        names = [o["owner"] for o in owners]
         return {
-            "owners": [o["owner"] for o in owners],
+            # the chosen owner is in the picker even before it has a memory
+            "owners": names if chosen in names else [chosen, *names],
             "owner": chosen,
             "agents": sorted(a for a in agents if a),
             "agent": agent or "",

@@ -21,7 +21,12 @@ from memlane.types import DedupLogEntry
 
 Caller = Annotated[Principal, Depends(caller)]
 Owner = Annotated[
-    str | None, Query(min_length=1, pattern=r"\S", description="Owner scope (default: default).")
+    str | None,
+    Query(
+        min_length=1,
+        pattern=r"\S",
+        description="Owner scope (default: [scope] owner, else default).",
+    ),
 ]
 Limit = Annotated[int, Query(ge=1, le=1000)]
 #: The 409 of a reverse (OpenAPI).

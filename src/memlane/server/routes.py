@@ -12,6 +12,7 @@ from fastapi.responses import PlainTextResponse
 
 from memlane.engine import MemoryInput
 from memlane.errors import InvalidArgument
+from memlane.scope import MAX_PROJECT_CHARS
 from memlane.server.auth import caller, scope
 from memlane.server.models import (
     AddOne,
@@ -44,11 +45,26 @@ from memlane.types import (
 
 Caller = Annotated[Principal, Depends(caller)]
 Owner = Annotated[
-    str | None, Query(min_length=1, pattern=r"\S", description="Owner scope (default: default).")
+    str | None,
+    Query(
+        min_length=1,
+        pattern=r"\S",
+        description="Owner scope (default: [scope] owner, else default).",
+    ),
 ]
 Agent = Annotated[
     str | None,
     Query(min_length=1, pattern=r"\S", description="Agent scope (omit for all of the owner)."),
+]
+ProjectQuery = Annotated[
+    str | None,
+    Query(
+        min_length=1,
+        max_length=MAX_PROJECT_CHARS,
+        pattern=r"\S",
+        description="A project's identity: its memories and the owner's global ones (omit: "
+        "every project's).",
+    ),
 ]
 Limit = Annotated[int, Query(ge=1, le=1000)]
 Cursor = Annotated[
@@ -76,10 +92,11 @@ def router(state: ServerState) -> APIRouter:
         offered = [body.memory] if isinstance(body, AddOne) else body.memories
         items = [
             MemoryInput(
-                m.content, m.type, owner, m.agent, m.session, m.importance, m.source, m.metadata
+                m.content, m.type, owner, m.agent, m.session, m.importance, m.source, m.metadata,
+                body.project,
             )
             for m in offered
-        ]
+        ]  # fmt: skip
         results = state.engine.add_many(items)
         return AddResponse(results=[WriteOut.of(r) for r in results])
 
@@ -92,9 +109,10 @@ def router(state: ServerState) -> APIRouter:
         status: Status = Status.ACTIVE,
         limit: Limit = 50,
         cursor: Cursor = None,
+        project: ProjectQuery = None,
     ) -> MemoryPage:
-        """Memories of the scope (active unless ``status`` says), newest first, a page at a
-        time."""
+        """Memories of the scope (active unless ``status`` says; with ``project``, that
+        project's and the owner's global ones), newest first, a page at a time."""
         start = _offset(cursor)
         rows = state.engine.list(
             owner=scope(who, owner),
@@ -102,6 +120,7 @@ def router(state: ServerState) -> APIRouter:
             type=type,
             limit=start + limit + 1,
             status=status,
+            project=project,
         )
         page = rows[start : start + limit]
         more = len(rows) > start + limit
@@ -174,6 +193,7 @@ def router(state: ServerState) -> APIRouter:
             types=body.types,
             mode=body.mode,
             include_inactive=body.include_inactive,
+            project=body.project,
         )
         return SearchResponse(hits=hits)
 
@@ -187,6 +207,7 @@ def router(state: ServerState) -> APIRouter:
                 owner=scope(who, body.owner),
                 agent=body.agent,
                 max_chars=body.max_chars,
+                project=body.project,
             )
         assert body.text is not None  # InjectRequest: text is required without pinned_only
         result = state.engine.inject(
@@ -197,6 +218,7 @@ def router(state: ServerState) -> APIRouter:
             recent=body.recent,
             max_chars=body.max_chars,
             known=body.known,
+            project=body.project,
         )
         return result
 
@@ -217,7 +239,7 @@ def router(state: ServerState) -> APIRouter:
         """Align the session's tracking with one request of the client to its model
         (``text``: its memlane blocks): tracked memories no longer in it are forgotten (they
         may be injected again), those in it stay shown while the history holds them."""
-        owner = scope(who, body.owner)
+        owner = state.engine.owner_of(scope(who, body.owner))
         done = state.engine.sessions.sync(session_id, body.text, owner=owner, agent=body.agent)
         return SyncOut(state=done.state, gone=list(done.gone), kept=list(done.kept))
 

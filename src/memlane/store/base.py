@@ -14,8 +14,11 @@ Rules every method follows (a backend that breaks one fails the shared test suit
 a row of another owner. A memory id outside the owner's scope behaves exactly like a missing id
 (``None`` from a read, :class:`~memlane.errors.NotFound` from a write): no existence leak.
 In reads, ``agent=None`` means every agent of the owner, a string means that agent's memories
-plus the owner's shared ones (``agent IS NULL``). Dedup scope (:meth:`MemoryStore.find_by_hash`,
-:meth:`MemoryStore.nearest`) is exact: ``(owner, agent)``.
+plus the owner's shared ones (``agent IS NULL``); ``project`` likewise: ``None`` every
+project's, a string that project's memories plus the owner's global ones (``project IS NULL``,
+:mod:`memlane.scope`). Dedup scope is exact: ``(owner, agent, project)`` for
+:meth:`MemoryStore.find_by_hash`, ``(owner, agent)`` for :meth:`MemoryStore.nearest` (the write
+path keeps the neighbours a turn of the draft's project would see).
 
 **Transactions.** Writes happen inside :meth:`MemoryStore.transaction`: one transaction per
 engine call, committed whole or rolled back whole (an exception inside the block rolls it back
@@ -104,10 +107,12 @@ class SearchReads(Protocol):
         vector: Vector,
         k: int,
         types: Collection[MemoryType] | None = None,
+        project: str | None = None,
     ) -> list[ScoredId]:
-        """Top ``k`` active memories of the scope (of ``types`` only, when given) by cosine
-        similarity to ``vector``, best first. The scope and type filters apply inside the
-        search: other agents' or types' memories never take the places of in-scope ones."""
+        """Top ``k`` active memories of the scope (of ``types`` only, when given; of
+        ``project`` and global ones, when given) by cosine similarity to ``vector``, best
+        first. The scope, project and type filters apply inside the search: other agents',
+        projects' or types' memories never take the places of in-scope ones."""
         ...
 
     def fts_search(
@@ -117,8 +122,10 @@ class SearchReads(Protocol):
         query: str,
         k: int,
         types: Collection[MemoryType] | None = None,
+        project: str | None = None,
     ) -> list[ScoredId]:
-        """Top ``k`` active memories of the scope (of ``types`` only, when given) by Okapi BM25
+        """Top ``k`` active memories of the scope (of ``types`` only, when given; of
+        ``project`` and global ones, when given) by Okapi BM25
         over the content words of ``query``, best first (score: BM25, higher is better).
         ``query`` is plain text: tokenised, never parsed as query syntax, so any input is safe
         (text with no content word returns ``[]``)."""
@@ -150,9 +157,10 @@ class SearchReads(Protocol):
         type: MemoryType | None = None,
         limit: int = 100,
         status: Status = Status.ACTIVE,
+        project: str | None = None,
     ) -> list[Memory]:
         """Memories of the scope with ``status`` (active by default; of ``type`` when given),
-        newest first, at most ``limit``."""
+        newest first, at most ``limit``; with ``project``, that project's and global ones."""
         ...
 
     def record_access(self, owner: str, ids: Sequence[str]) -> None:
@@ -216,8 +224,11 @@ class MemoryStore(SearchReads, Protocol):
         shared), in any status; else ``None``."""
         ...
 
-    def find_by_hash(self, owner: str, agent: str | None, content_hash: str) -> Memory | None:
-        """The oldest active memory of exactly ``(owner, agent)`` with ``content_hash``."""
+    def find_by_hash(
+        self, owner: str, agent: str | None, content_hash: str, *, project: str | None = None
+    ) -> Memory | None:
+        """The oldest active memory of exactly ``(owner, agent, project)`` with
+        ``content_hash`` (``project=None``: a global one)."""
         ...
 
     def nearest(
@@ -405,7 +416,8 @@ class MemoryStore(SearchReads, Protocol):
         """The reads an injection makes before its search, as one step (one round trip where
         the backend pipelines): the session's state, its memories since the last reset, and
         the pinned memories of the scope (none for ``pinned=None``): up to ``pinned.limit``
-        active memories among ``pinned.types``, newest or most important first."""
+        active memories among ``pinned.types`` (of ``pinned.project`` and global ones, when
+        given), newest or most important first."""
         ...
 
     def start_turn(

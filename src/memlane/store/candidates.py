@@ -1,7 +1,8 @@
 """The janitor's candidate pairs over the backend-neutral index caches
 (:class:`~memlane.store.index_cache.IndexCache`): never all pairs.
 
-Two sources, both per owner, each pair kept only inside one agent scope and at or above the
+Two sources, both per owner, each pair kept only inside one agent scope and one project scope
+(a project's memories pair among themselves, global ones among themselves) and at or above the
 similarity asked for:
 
 - **vector**: every active memory's ``neighbours`` nearest in the owner's ANN index (usearch HNSW,
@@ -222,10 +223,16 @@ def candidate_pairs(
         ):
             pairs.append((a, b, sim, source))
     refs = cache.feed.row_refs(owner, list({k for p in pairs for k in p[:2]}))
+    # one project scope too (memlane.scope): a merge never moves a memory into another project,
+    # nor a global memory into one project
     out = [
         CandidatePair(refs[a].id, refs[b].id, round(sim, 6), source)
         for a, b, sim, source in pairs
-        if a in refs and b in refs and refs[a].active and refs[b].active
+        if a in refs
+        and b in refs
+        and refs[a].active
+        and refs[b].active
+        and refs[a].project == refs[b].project
     ]
     return Candidates(
         out,

@@ -39,17 +39,22 @@ VectorChange = tuple[int, bool, bytes]
 TextChange = tuple[int, bool, str, str | None, str]
 #: Query terms beyond this many (long pasted text) are ignored by the full-text leg.
 MAX_QUERY_TERMS = 64
+#: A search in a project asks the BM25 index for this many times ``k`` at first (other
+#: projects' rows share the owner's index and are filtered out on the rows).
+PROJECT_OVERFETCH = 3
 #: Indexes below this many rows are not saved on :meth:`IndexCache.save` (cheap to rebuild).
 PERSIST_MIN_ROWS = 2000
 
 
 class RowRef(NamedTuple):
-    """What a search needs to know of a row: its id, agent, type value and whether it is active."""
+    """What a search needs to know of a row: its id, agent, type value, whether it is active,
+    and its project (``None``: global)."""
 
     id: str
     agent: str | None
     type: str
     active: bool
+    project: str | None = None
 
 
 #: Reads the :class:`RowRef` of an owner's rows by key (:meth:`ChangeFeed.row_refs`' shape).
@@ -233,15 +238,16 @@ class IndexCache:
         self, ask: VectorAsk, *, refs: RefReader | None = None, catch_up: bool = True
     ) -> list[ScoredId]:
         """Top ``k`` active memories of the scope (``agent=None``: all the owner's; else that
-        agent's and shared ones), of ``types`` when given, by cosine, best first. Asks the index
-        for ``3k`` when filtering, then 4 times more while other agents' or types' rows crowd
-        the scope out. ``refs``: where the hits' rows are read (default: the feed's
-        ``row_refs``); ``catch_up=False``: the caller caught the index up."""
-        owner, agent, vector, k, types = ask
+        agent's and shared ones; ``project`` likewise: that project's and global ones), of
+        ``types`` when given, by cosine, best first. Asks the index for ``3k`` when filtering,
+        then 4 times more while other agents', projects' or types' rows crowd the scope out.
+        ``refs``: where the hits' rows are read (default: the feed's ``row_refs``);
+        ``catch_up=False``: the caller caught the index up."""
+        owner, agent, vector, k, types, project = ask
         wanted = None if not types else {MemoryType(t).value for t in types}
         index = self.vector(owner, catch_up=catch_up)
         read = refs or self.feed.row_refs
-        over = k * 3 if agent is not None or wanted else k
+        over = k * 3 if agent is not None or project is not None or wanted else k
         while True:
             found = index.search(vector, over)
             refs_found = read(owner, [key for key, _ in found])
@@ -251,6 +257,8 @@ class IndexCache:
                 if ref is None or not ref.active:
                     continue
                 if agent is not None and ref.agent not in (None, agent):
+                    continue
+                if project is not None and ref.project not in (None, project):
                     continue
                 if wanted is None or ref.type in wanted:
                     out.append(ScoredId(ref.id, cos))
@@ -263,13 +271,23 @@ class IndexCache:
     ) -> list[ScoredId]:
         """Top ``k`` memories of the scope (of ``types`` when given) by BM25 over the first
         :data:`MAX_QUERY_TERMS` terms of ``query`` (plain text), best first; ``[]`` when the
-        query has no content word. The BM25 index filters scope and type itself: no
-        over-fetch. ``refs``, ``catch_up``: as :meth:`vector_search`'s."""
-        return self.fts_resolve(ask.owner, self.fts_hits(ask, catch_up=catch_up), refs)
+        query has no content word. The BM25 index filters agent and type itself; the project
+        (that project's and global rows) is filtered on the rows, asking :data:`PROJECT_OVERFETCH`
+        then 4 times more while other projects' rows crowd it out. ``refs``, ``catch_up``: as
+        :meth:`vector_search`'s."""
+        if ask.project is None:
+            return self.fts_resolve(ask.owner, self.fts_hits(ask, catch_up=catch_up), refs)
+        over = ask.k * PROJECT_OVERFETCH
+        while True:
+            hits = self.fts_hits(ask._replace(k=over), catch_up=catch_up)
+            out = self.fts_resolve(ask.owner, hits, refs, ask.project)
+            if len(out) >= ask.k or len(hits) < over:
+                return out[: ask.k]
+            over *= 4
 
     def fts_hits(self, ask: TextAsk, *, catch_up: bool = True) -> list[tuple[int, float]]:
         """:meth:`fts_search`'s hits as ``(key, score)``, before their rows are read."""
-        owner, agent, query, k, types = ask
+        owner, agent, query, k, types, _ = ask  # the project is filtered on the rows
         terms = tokens(query)[:MAX_QUERY_TERMS]
         if not terms or k <= 0:
             return []
@@ -277,10 +295,19 @@ class IndexCache:
         return self.text(owner, catch_up=catch_up).search(terms, k, agent, wanted)
 
     def fts_resolve(
-        self, owner: str, hits: list[tuple[int, float]], refs: RefReader | None = None
+        self,
+        owner: str,
+        hits: list[tuple[int, float]],
+        refs: RefReader | None = None,
+        project: str | None = None,
     ) -> list[ScoredId]:
-        """:meth:`fts_hits`' hits as ids (rows read by ``refs``, default the feed's)."""
+        """:meth:`fts_hits`' hits as ids (rows read by ``refs``, default the feed's); with
+        ``project``, only that project's and global ones."""
         if not hits:
             return []
         found = (refs or self.feed.row_refs)(owner, [key for key, _ in hits])
-        return [ScoredId(found[key].id, score) for key, score in hits if key in found]
+        return [
+            ScoredId(found[key].id, score)
+            for key, score in hits
+            if key in found and (project is None or found[key].project in (None, project))
+        ]

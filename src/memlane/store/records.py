@@ -52,6 +52,8 @@ class NewMemory:
     source: str | None
     created_at: datetime
     metadata: Mapping[str, Any] = field(default_factory=dict)
+    #: The memory's project (``None``: global to its owner).
+    project: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,9 +72,9 @@ class NewDedupLog:
 
 @dataclass(frozen=True, slots=True)
 class CandidatePair:
-    """Two active memories of one ``(owner, agent)`` scope whose embeddings are close: ids ``a``
-    and ``b`` (``a`` the older row), their cosine, and where the pair came from (``"vector"``:
-    nearest neighbours in the ANN index; ``"tokens"``: a shared rare key token)."""
+    """Two active memories of one ``(owner, agent, project)`` scope whose embeddings are close:
+    ids ``a`` and ``b`` (``a`` the older row), their cosine, and where the pair came from
+    (``"vector"``: nearest neighbours in the ANN index; ``"tokens"``: a shared rare key token)."""
 
     a: str
     b: str
@@ -119,6 +121,8 @@ class PinnedQuery(NamedTuple):
     types: Sequence[MemoryType]
     limit: int
     sort: PinnedSort
+    #: That project's and the owner's global memories (``None``: every project's).
+    project: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,6 +166,8 @@ class VectorAsk(NamedTuple):
     vector: Vector
     k: int
     types: Collection[MemoryType] | None = None
+    #: That project's and global memories (``None``: every project's).
+    project: str | None = None
 
 
 class TextAsk(NamedTuple):
@@ -172,3 +178,5 @@ class TextAsk(NamedTuple):
     query: str
     k: int
     types: Collection[MemoryType] | None = None
+    #: That project's and global memories (``None``: every project's).
+    project: str | None = None

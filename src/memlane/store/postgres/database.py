@@ -395,7 +395,7 @@ class SqlLeg:
     @staticmethod
     def _sql(ask: VectorAsk, columns: str) -> tuple[str, list[Any]]:
         """The HNSW query of ``ask`` returning ``columns`` and the cosine distance."""
-        where, args = scope_sql(ask.owner, ask.agent)
+        where, args = scope_sql(ask.owner, ask.agent, ask.project)
         if ask.types:
             where += " AND type = ANY(?::text[])"
             args.append(sorted({MemoryType(t).value for t in ask.types}))

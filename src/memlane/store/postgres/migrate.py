@@ -83,6 +83,7 @@ TABLES: tuple[Table, ...] = (
             "metadata",
             "valid_to",
             "embedding",
+            "project",
         ),
         "(id)",
         times=("created_at", "updated_at", "last_accessed_at", "valid_to"),

@@ -152,6 +152,16 @@ MIGRATIONS: list[tuple[str, str]] = [
         "0002_memories_fillfactor",
         "ALTER TABLE memories SET (fillfactor = 80);",
     ),
+    (
+        # The project a memory belongs to (memlane.scope: a repository's identity); NULL:
+        # global to its owner. Rows stored before this migration become global.
+        "0003_memories_project",
+        """
+        ALTER TABLE memories ADD COLUMN project text;
+        CREATE INDEX memories_owner_project ON memories (owner, project)
+            WHERE project IS NOT NULL;
+        """,
+    ),
 ]
 
 

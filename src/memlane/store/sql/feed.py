@@ -99,12 +99,12 @@ class SQLFeed:
         out: dict[int, RowRef] = {}
         with self.db.committed() as q:
             for cond, args in d.in_lists("num", keys, "bigint"):
-                for num, mid, agent, mtype, active in q.all(
-                    f"SELECT num, id, agent, type, status = 'active' FROM memories "
+                for num, mid, agent, mtype, active, project in q.all(
+                    f"SELECT num, id, agent, type, status = 'active', project FROM memories "
                     f"WHERE {d.owner_filter} = ? AND {cond}",
                     [owner, *args],
                 ):
-                    out[int(num)] = RowRef(mid, agent, mtype, bool(active))
+                    out[int(num)] = RowRef(mid, agent, mtype, bool(active), project)
         return out
 
     def memories(self, owner: str, keys: Sequence[int]) -> dict[int, Memory]:

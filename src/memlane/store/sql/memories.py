@@ -32,11 +32,15 @@ def dumps(value: Mapping[str, Any] | Sequence[Any]) -> str:
     return json.dumps(value if isinstance(value, list) else dict(value), ensure_ascii=False)  # type: ignore[arg-type]
 
 
-def scope_sql(owner: str, agent: str | None) -> tuple[str, list[Any]]:
-    """``WHERE`` of ``owner``'s rows visible to ``agent`` (``None``: all the owner's)."""
-    if agent is None:
-        return "owner = ?", [owner]
-    return "owner = ? AND (agent = ? OR agent IS NULL)", [owner, agent]
+def scope_sql(owner: str, agent: str | None, project: str | None = None) -> tuple[str, list[Any]]:
+    """``WHERE`` of ``owner``'s rows visible to ``agent`` (``None``: all the owner's) in
+    ``project`` (``None``: every project's; else that project's and the global ones)."""
+    where, args = "owner = ?", [owner]
+    if agent is not None:
+        where, args = where + " AND (agent = ? OR agent IS NULL)", [*args, agent]
+    if project is not None:
+        where, args = where + " AND (project = ? OR project IS NULL)", [*args, project]
+    return where, args
 
 
 def exact_agent_sql(agent: str | None) -> tuple[str, list[Any]]:
@@ -44,6 +48,11 @@ def exact_agent_sql(agent: str | None) -> tuple[str, list[Any]]:
     (PostgreSQL's planner estimates one row for that and scans every memory instead of its
     indexes: at 25,000 memories 23.7 ms against 1.2 ms a call)."""
     return ("agent IS NULL", []) if agent is None else ("agent = ?", [agent])
+
+
+def exact_project_sql(project: str | None) -> tuple[str, list[Any]]:
+    """``project`` exactly (``None``: the global rows), as :func:`exact_agent_sql`."""
+    return ("project IS NULL", []) if project is None else ("project = ?", [project])
 
 
 class Memories:
@@ -122,15 +131,18 @@ class Memories:
             found = self.by_keys(q, owner, "id", list(dict.fromkeys(ids)))
         return {k: v[1] for k, v in found.items()}
 
-    def find_by_hash(self, owner: str, agent: str | None, content_hash: str) -> Memory | None:
+    def find_by_hash(
+        self, owner: str, agent: str | None, content_hash: str, *, project: str | None = None
+    ) -> Memory | None:
         agent_sql, agent_args = exact_agent_sql(agent)
+        project_sql, project_args = exact_project_sql(project)
         with self.db.read() as q:
             self.db.lock_owner(q, owner)  # in a write: wait for the owner's other writers
             row = q.one(
                 f"SELECT {MEMORY_COLUMNS} FROM memories {self.db.dialect.hash_hint} "
                 f"WHERE owner = ? AND {agent_sql} AND content_hash = ? AND status = 'active' "
-                "ORDER BY created_at, num LIMIT 1",
-                [owner, *agent_args, content_hash],
+                f"AND {project_sql} ORDER BY created_at, num LIMIT 1",
+                [owner, *agent_args, content_hash, *project_args],
             )
         return None if row is None else self.rows.memory(row)
 
@@ -149,8 +161,9 @@ class Memories:
         type: MemoryType | None = None,
         limit: int = 100,
         status: Status = Status.ACTIVE,
+        project: str | None = None,
     ) -> list[Memory]:
-        where, args = scope_sql(owner, agent)
+        where, args = scope_sql(owner, agent, project)
         where += " AND status = ?"
         args.append(Status(status).value)
         if type is not None:
@@ -220,6 +233,7 @@ class Memories:
         types: Collection[MemoryType],
         limit: int,
         sort: PinnedSort,
+        project: str | None = None,
     ) -> tuple[str, list[Any]]:
         """The statement of :meth:`pinned` (rows of :data:`MEMORY_COLUMNS`)."""
         order = (
@@ -230,7 +244,7 @@ class Memories:
         # distinct type values: a list bounded by the enum's size, whatever the caller passed
         wanted = list(dict.fromkeys(MemoryType(t).value for t in types)) or [""]
         cond, type_args = next(self.db.dialect.in_lists("type", wanted))
-        where, args = scope_sql(owner, agent)
+        where, args = scope_sql(owner, agent, project)
         return (
             f"SELECT {MEMORY_COLUMNS} FROM memories WHERE {where} AND status = 'active' "
             f"AND {cond} ORDER BY {order} LIMIT ?",
@@ -270,8 +284,8 @@ class Memories:
             row = q.all(
                 "INSERT INTO memories (id, owner, agent, session, source, type, content, "
                 "content_hash, importance, status, created_at, updated_at, metadata, embedding, "
-                f"{d.seq_column}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'active', ?, ?, ?, ?, "
-                f"{self.db.seq_sql}) RETURNING {MEMORY_COLUMNS}",
+                f"project, {d.seq_column}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'active', ?, ?, ?, "
+                f"?, ?, {self.db.seq_sql}) RETURNING {MEMORY_COLUMNS}",
                 (
                     memory.id,
                     memory.owner,
@@ -286,6 +300,7 @@ class Memories:
                     now,
                     dumps(memory.metadata),
                     d.vec_in(embedding),
+                    memory.project,
                     *self.db.seq_args(),
                 ),
             )[0]

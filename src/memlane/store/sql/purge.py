@@ -107,6 +107,7 @@ def new_of(memory: Memory) -> NewMemory:
         source=memory.source,
         created_at=memory.created_at,
         metadata=memory.metadata,
+        project=memory.project,
     )
 
 

@@ -26,7 +26,8 @@ __all__ = ["DEDUP_LOG_COLUMNS", "LINK_COLUMNS", "MEMORY_COLUMNS", "Rows"]
 #: Columns of a full memory row, in the order :meth:`Rows.memory` reads them (``num`` first).
 MEMORY_COLUMNS = (
     "num, id, owner, agent, session, source, type, content, content_hash, importance, status, "
-    "created_at, updated_at, last_accessed_at, access_count, confirmations, metadata, valid_to"
+    "created_at, updated_at, last_accessed_at, access_count, confirmations, metadata, valid_to, "
+    "project"
 )
 #: Columns of a ``dedup_log`` row, in the order :func:`dedup_entry_of` reads them (the same
 #: table on every backend).
@@ -89,6 +90,7 @@ class Rows:
             confirmations=int(row[15]),
             metadata=dict(d.json_out(row[16]) or {}),
             valid_to=d.time_out(row[17]),
+            project=row[18],
         )
 
     def entry(self, row: Sequence[Any]) -> DedupLogEntry:

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from memlane.store.base import ScoredId, TurnContext, TurnQuery, Vector
-from memlane.store.index_cache import RowRef
+from memlane.store.index_cache import PROJECT_OVERFETCH, RowRef
 from memlane.store.records import TextAsk, VectorAsk
 from memlane.store.sql.errors import translating
 from memlane.store.sql.feed import SQLFeed
@@ -33,7 +33,9 @@ if TYPE_CHECKING:
 
 #: Where the columns a search reads stand in a row of ``MEMORY_COLUMNS, embedding``.
 _COLUMNS = [c.strip() for c in MEMORY_COLUMNS.split(",")]
-_ID, _AGENT, _TYPE, _STATUS = (_COLUMNS.index(c) for c in ("id", "agent", "type", "status"))
+_ID, _AGENT, _TYPE, _STATUS, _PROJECT = (
+    _COLUMNS.index(c) for c in ("id", "agent", "type", "status", "project")
+)
 _EMBEDDING = len(_COLUMNS)
 
 
@@ -92,8 +94,10 @@ class SQLSearchStep:
         if not self._live or {vector[:2], text[:2]} != {(self.owner, self.agent)}:
             return  # in a transaction, or another scope: every read is the store's
         s, owner = self._s, self.owner
+        # in a project, other projects' rows are left out of the BM25 hits once read: ask more
+        wide = text if text.project is None else text._replace(k=text.k * PROJECT_OVERFETCH)
         with s.db.cache_lock():
-            hits = s.cache.fts_hits(text, catch_up=False)
+            hits = s.cache.fts_hits(wide, catch_up=False)
         self._pending = [key for key, _ in hits]  # read with the first batch below
         statement = s.vectors.search_sql(vector) if vector.k > 0 else None
         if statement is not None:
@@ -102,7 +106,7 @@ class SQLSearchStep:
             with s.db.cache_lock():
                 found = s.cache.vector_search(vector, refs=self.refs, catch_up=False)
             self._vector = (vector, found)
-        self._fts = (text, s.cache.fts_resolve(owner, hits, self.refs))
+        self._fts = (text, s.cache.fts_resolve(owner, hits, self.refs, text.project)[: text.k])
 
     def _scored(self, rows: Sequence[Sequence[Any]]) -> list[ScoredId]:
         """The vector statement's rows as hits, best first (their rows and embeddings kept)."""
@@ -166,7 +170,8 @@ class SQLSearchStep:
         for key in keys:
             r = self._rows.get(key)
             if r is not None:
-                out[key] = RowRef(r[_ID], r[_AGENT], r[_TYPE], r[_STATUS] == Status.ACTIVE.value)
+                active = r[_STATUS] == Status.ACTIVE.value
+                out[key] = RowRef(r[_ID], r[_AGENT], r[_TYPE], active, r[_PROJECT])
         return out
 
     # ------------------------------------------------------------------ the search's reads

@@ -48,7 +48,9 @@ class Turns:
         ]
         if pinned is not None and pinned.types and pinned.limit > 0:
             statements.append(
-                self.memories.pinned_sql(owner, agent, pinned.types, pinned.limit, pinned.sort)
+                self.memories.pinned_sql(
+                    owner, agent, pinned.types, pinned.limit, pinned.sort, pinned.project
+                )
             )
         return statements
 

@@ -148,4 +148,14 @@ MIGRATIONS: list[tuple[str, str]] = [
         );
         """,
     ),
+    (
+        "0005_memories_project",
+        """
+        -- the project a memory belongs to (memlane.scope: a repository's identity); NULL:
+        -- global to its owner. Rows stored before this migration become global.
+        ALTER TABLE memories ADD COLUMN project TEXT;
+        CREATE INDEX memories_owner_project ON memories (owner, project)
+            WHERE project IS NOT NULL;
+        """,
+    ),
 ]

@@ -1,0 +1,116 @@
+"""The engine's upkeep calls: the janitor (duplicate clusters merged), the review of dedup
+decisions and the LLM's counters. A base of :class:`memlane.engine.MemoryEngine`, which supplies
+the store, the write path, the embeddings, the settings, the LLM and the owner rule
+(:meth:`~memlane.engine.MemoryEngine.owner_of`).
+"""
+
+from __future__ import annotations
+
+import builtins
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from memlane.errors import InvalidArgument
+from memlane.types import DedupLogEntry
+
+if TYPE_CHECKING:
+    from memlane.config import Settings
+    from memlane.dedup.janitor import JanitorReport
+    from memlane.dedup.review import Reviewer, ReviewOutcome
+    from memlane.dedup.write import WritePath
+    from memlane.embeddings.cache import Embeddings
+    from memlane.llm import LLM
+    from memlane.store import MemoryStore
+
+
+class Upkeep:
+    """:meth:`janitor`, :meth:`review_pending`, :meth:`review`, :meth:`review_with_llm`,
+    :meth:`llm_stats` (see the module docstring)."""
+
+    if TYPE_CHECKING:
+        store: MemoryStore
+        writer: WritePath
+        embeddings: Embeddings
+        settings: Settings
+        llm: LLM | None
+
+        def owner_of(self, owner: str | None, agent: object = None) -> str: ...
+
+    def janitor(
+        self,
+        *,
+        owner: str | None = None,
+        dry_run: bool = False,
+        progress: Callable[[str, int, int], None] | None = None,
+    ) -> JanitorReport:
+        """Find duplicate clusters among stored memories and merge each into one (see
+        :mod:`memlane.dedup.janitor`): of ``owner``, or of every owner one at a time (never
+        across owners). ``dry_run``: plan only, nothing written. ``progress(label, done,
+        total)`` is called as the work advances.
+
+        Raises:
+            InvalidArgument: an empty or non-string ``owner``.
+            StoreError: the store failed (the cluster being merged is rolled back whole).
+        """
+        from memlane.dedup.janitor import Janitor
+
+        if owner is None:
+            owners = sorted({o for o, _, status, n in self.store.counts() if status == "active"})
+        else:
+            owners = [self.owner_of(owner)]
+        janitor = Janitor(self.store, self.embeddings, self.settings.dedup, self.llm)
+        return janitor.run(owners, dry_run=dry_run, progress=progress)
+
+    # ------------------------------------------------------------------ review
+    def _reviewer(self) -> Reviewer:
+        from memlane.dedup.review import Reviewer
+
+        return Reviewer(self.store, self.writer, self.llm)
+
+    def review_pending(
+        self, *, owner: str | None = None, limit: int = 100
+    ) -> builtins.list[DedupLogEntry]:
+        """``owner``'s unreviewed dedup-log rows, oldest first (unreviewed ``hash_exact`` rows
+        are confirmed first: they need no review). See :mod:`memlane.dedup.review`."""
+        return self._reviewer().pending(self.owner_of(owner), limit)
+
+    def review(self, entry_id: int, action: str, *, owner: str | None = None) -> ReviewOutcome:
+        """``confirm`` or ``reverse`` one dedup-log row. Reversing restores the offered text as
+        a memory unless a live memory of the scope has the same hash (``conflict``: reported,
+        nothing written).
+
+        Raises:
+            NotFound: no such row for ``owner``.
+            InvalidArgument: an unknown action; a row already reversed, or whose decision stored
+                the text (nothing to restore).
+        """
+        owner = self.owner_of(owner)
+        reviewer = self._reviewer()
+        if action == "confirm":
+            return reviewer.confirm(owner, entry_id)
+        if action == "reverse":
+            return reviewer.reverse(owner, entry_id)
+        raise InvalidArgument(f"unknown review action {action!r}; valid: confirm, reverse")
+
+    def review_with_llm(
+        self,
+        *,
+        owner: str | None = None,
+        limit: int = 100,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> builtins.list[ReviewOutcome]:
+        """Ask the configured LLM about the unreviewed rejections made without one; each is
+        confirmed or reversed. Raises :class:`ConfigError` without an LLM."""
+        return self._reviewer().ask_llm(self.owner_of(owner), limit, progress)
+
+    def llm_stats(self) -> dict[str, Any]:
+        """The LLM's counters: provider, model, calls, failures, tokens in/out, latency."""
+        llm = self.settings.llm
+        stats = getattr(self.llm, "stats", None)
+        counts = stats.as_dict() if stats is not None else {}
+        return {
+            "provider": getattr(self.llm, "provider", "custom") if self.llm is not None else "none",
+            "model": llm.model or getattr(self.llm, "model", None) or None,
+            **{"calls": 0, "failures": 0, "tokens_in": 0, "tokens_out": 0, "latency_s": 0.0},
+            **counts,
+        }
