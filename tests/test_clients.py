@@ -6,7 +6,9 @@ memlane's hooks installed by ``memlane hooks install``, talking to fake model se
 - over a session it is injected once and no request holds it twice; after ``/compact``
   (Claude Code), a real ``/compress`` or ``/clear`` (Gemini CLI) it comes back, once;
 - a ``memlane serve`` of another home on the configured port is not used;
-- a memory the session wrote through memlane's MCP ``remember`` is not injected back into it.
+- a memory the session wrote through memlane's MCP ``remember`` is not injected back into it;
+- Claude Code and Gemini CLI in one repository share its project memories, and a second
+  repository sees only the global ones.
 
 Slow by nature (a Node.js client per step, several seconds each on a busy machine): marked
 ``clients``; run with the rest of the suite by ``make test``.
@@ -194,3 +196,29 @@ def test_claude_code_a_memory_remembered_through_mcp_is_not_injected_back(lab: c
     cs.claude_once(lab, repo, ASKS[0])
     (other,) = cs.rows(lab.anthropic, memory)[fresh:]
     assert (other.memories.get(stored["id"]), other.blocks) == (1, 1)
+
+
+def test_two_assistants_share_a_repositorys_memories_another_repository_does_not(
+    lab: cs.Lab,
+) -> None:
+    """A memory of the project ``shop`` (``memlane add --project``, the repository's folder)
+    reaches Claude Code and Gemini CLI in ``shop``, and not Claude Code in ``blog``; a global
+    memory (no ``--project``) reaches all three."""
+    shop = cs.make_repo(lab.root / "shop", "git@github.com:acme/shop.git")
+    blog = cs.make_repo(lab.root / "blog", "https://github.com/acme/blog")
+    ours = added(lab, DB, "--project", str(shop))
+    ci = "The staging database credentials rotate every Monday; ask the ops channel"
+    shared = added(lab, ci)
+    both = {**ours, **shared}
+    names = {next(iter(ours)): "DB(shop)", next(iter(shared)): "CI(global)"}
+    cs.claude_once(lab, shop, ASKS[0])
+    cs.gemini_once(lab, shop, ASKS[0], resume=False)
+    cs.claude_once(lab, blog, ASKS[0])
+    claude_rows = cs.rows(lab.anthropic, both)
+    gemini_rows = cs.rows(lab.google, both)
+    table = cs.table("claude", claude_rows, names) + "\n" + cs.table("gemini", gemini_rows, names)
+    in_shop, in_blog = claude_rows
+    (gemini_shop,) = gemini_rows
+    assert set(in_shop.memories) == set(both), table
+    assert set(gemini_shop.memories) == set(both), table
+    assert set(in_blog.memories) == set(shared), table
