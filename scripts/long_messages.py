@@ -14,7 +14,11 @@ alone) with the vector of each long memory replaced by:
   passages stored as memories of their own with the hits folded back into their message);
 - ``first window or best passage``: the better of the two.
 
-The full-text leg is unchanged (BM25 reads the whole text whatever the vector is).
+The full-text leg is unchanged (BM25 reads the whole text whatever the vector is). Then
+:func:`as_passages` simulates passages stored as memories of their own (BM25 over the passages
+too); that part was not run to completion in issue 26's session (the passages' embedding took
+over an hour at load 8-17: ``--vectors`` caches it). Figures: docs/replay.md, "Chat logs as
+memory: long messages".
 """
 
 from __future__ import annotations
