@@ -26,13 +26,13 @@ The cosine of a pair is the dot product of the stored unit-norm vectors (the ind
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import numpy as np
 from numpy.typing import NDArray
 
 from memlane.store.base import CandidatePair, Candidates
+from memlane.store.records import PairsAsk
 
 if TYPE_CHECKING:
     from memlane.store.index_cache import IndexCache
@@ -127,16 +127,9 @@ def _group_pairs(groups: list[NDArray[np.int64]]) -> NDArray[np.uint64]:
     return np.unique(np.concatenate(out))
 
 
-def candidate_pairs(
-    cache: IndexCache,
-    owner: str,
-    *,
-    neighbours: int,
-    min_similarity: float,
-    max_df: int,
-    progress: Callable[[int, int], None] | None = None,
-) -> Candidates:
+def candidate_pairs(cache: IndexCache, owner: str, ask: PairsAsk) -> Candidates:
     """See :meth:`memlane.store.base.MemoryStore.candidate_pairs` (and the module doc)."""
+    neighbours, min_similarity, max_df, progress = ask
     vectors = cache.vector(owner)
     text = cache.text(owner)
     keys = vectors.keys()

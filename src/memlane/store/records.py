@@ -4,7 +4,7 @@ injection turn's steps, and the chunk size of id lists."""
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, NamedTuple
@@ -20,6 +20,7 @@ from memlane.types import (
     PinnedSort,
     ReviewStatus,
     SessionState,
+    Status,
 )
 
 #: Unit-norm float32 embeddings: shape ``(dimension,)`` for one, ``(n, dimension)`` for a batch.
@@ -179,4 +180,35 @@ class TextAsk(NamedTuple):
     k: int
     types: Collection[MemoryType] | None = None
     #: That project's and global memories (``None``: every project's).
+    project: str | None = None
+
+
+class PairsAsk(NamedTuple):
+    """One owner's candidate search: :meth:`~memlane.store.base.MemoryStore.candidate_pairs`'s
+    keyword arguments (their meaning is written there)."""
+
+    neighbours: int
+    min_similarity: float
+    max_df: int
+    progress: Callable[[int, int], None] | None = None
+
+
+class TurnRecord(NamedTuple):
+    """What one injection turn recorded: :meth:`~memlane.store.base.MemoryStore.finish_turn`'s
+    arguments after the owner (their meaning is written there)."""
+
+    session: str
+    turn: int
+    memory_ids: Sequence[str]
+    event: Mapping[str, Any]
+
+
+class MemoryFilter(NamedTuple):
+    """Which memories a listing returns: :meth:`~memlane.store.base.MemoryStore.list_memories`'s
+    keyword arguments (their meaning is written there)."""
+
+    agent: str | None = None
+    type: MemoryType | None = None
+    limit: int = 100
+    status: Status = Status.ACTIVE
     project: str | None = None

@@ -14,6 +14,7 @@ from memlane._ids import utcnow
 from memlane.errors import NotFound
 from memlane.store.base import NewMemory, Vector
 from memlane.store.metadata import merge_metadata
+from memlane.store.records import MemoryFilter
 from memlane.store.sql.database import Database, VectorLeg
 from memlane.store.sql.dialect import Q
 from memlane.store.sql.rows import MEMORY_COLUMNS, VERSION_COLUMNS, Rows
@@ -153,27 +154,20 @@ class Memories:
             self.db.lock_owner(q, owner)
             return self.vectors.nearest(q, owner, agent, vector, k)
 
-    def list_memories(
-        self,
-        owner: str,
-        *,
-        agent: str | None = None,
-        type: MemoryType | None = None,
-        limit: int = 100,
-        status: Status = Status.ACTIVE,
-        project: str | None = None,
-    ) -> list[Memory]:
-        where, args = scope_sql(owner, agent, project)
+    def list_memories(self, /, owner: str, **filters: Any) -> list[Memory]:
+        """``filters``: the contract's keyword arguments, as the record :class:`MemoryFilter`."""
+        wanted = MemoryFilter(**filters)
+        where, args = scope_sql(owner, wanted.agent, wanted.project)
         where += " AND status = ?"
-        args.append(Status(status).value)
-        if type is not None:
+        args.append(Status(wanted.status).value)
+        if wanted.type is not None:
             where += " AND type = ?"
-            args.append(MemoryType(type).value)
+            args.append(MemoryType(wanted.type).value)
         with self.db.read() as q:
             rows = q.all(
                 f"SELECT {MEMORY_COLUMNS} FROM memories WHERE {where} "
                 "ORDER BY created_at DESC, num DESC LIMIT ?",
-                [*args, int(limit)],
+                [*args, int(wanted.limit)],
             )
         return [self.rows.memory(r) for r in rows]
 

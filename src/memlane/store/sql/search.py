@@ -14,7 +14,7 @@ from typing import Any
 from memlane.store.base import Candidates, ScoredId, TurnQuery, Vector
 from memlane.store.candidates import candidate_pairs
 from memlane.store.index_cache import IndexCache
-from memlane.store.records import TextAsk, VectorAsk
+from memlane.store.records import PairsAsk, TextAsk, VectorAsk
 from memlane.store.sql.database import Database, VectorLeg
 from memlane.store.sql.feed import SQLFeed
 from memlane.store.sql.links import Links
@@ -61,7 +61,7 @@ class Search:
         return {mid: float(v @ vector) for mid, v in self.memories.embeddings(owner, ids).items()}
 
     def candidate_pairs(self, /, owner: str, **options: Any) -> Candidates:
-        """:func:`~memlane.store.candidates.candidate_pairs` (its keyword ``options``) under the
-        cache lock."""
+        """:func:`~memlane.store.candidates.candidate_pairs` under the cache lock; ``options``:
+        the contract's keyword arguments, as the record :class:`PairsAsk`."""
         with self.db.cache_lock():
-            return candidate_pairs(self.cache, owner, **options)
+            return candidate_pairs(self.cache, owner, PairsAsk(**options))

@@ -10,11 +10,12 @@ record); on SQLite, a few statements in process. Contracts:
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from memlane._ids import utcnow
 from memlane.store.base import PinnedQuery, TurnContext, TurnStart, Vector
+from memlane.store.records import TurnRecord
 from memlane.store.sql.database import Database
 from memlane.store.sql.memories import Memories
 from memlane.store.sql.sessions import Sessions, Statement
@@ -102,16 +103,11 @@ class Turns:
             vectors=vectors,
         )
 
-    def finish_turn(
-        self,
-        owner: str,
-        session: str,
-        turn: int,
-        memory_ids: Sequence[str],
-        event: Mapping[str, Any],
-    ) -> None:
-        """Record what ``turn`` injected (deferred to the commit) and count the injected
-        memories' accesses (buffered), in the open write transaction or its own."""
+    def finish_turn(self, /, owner: str, *record: Any, **named: Any) -> None:
+        """Record what the turn injected (deferred to the commit) and count the injected
+        memories' accesses (buffered), in the open write transaction or its own. ``record``:
+        the contract's arguments after the owner, as the record :class:`TurnRecord`."""
+        session, turn, memory_ids, event = TurnRecord(*record, **named)
         with self.db.transaction():
             with self.db.write() as q:
                 d = self.db.dialect
