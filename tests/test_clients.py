@@ -100,19 +100,28 @@ def gemini_rows(lab: cs.Lab, memory: dict[str, str]) -> tuple[list[cs.Row], str]
 def test_gemini_cli_memory_comes_back_once_after_compress(lab: cs.Lab) -> None:
     """``/compress`` (a real compression: the CLI's summary calls, the history replaced by a
     ``<state_snapshot>``) takes the block out of the history; the BeforeModel hook sees it gone
-    and the memory comes back at the next prompt, once."""
+    and the memory comes back at the next prompt, once, and stays one copy after that.
+
+    The first request with the snapshot is the ``/compress`` turn itself, or (seen under load)
+    the next one: ``gemini -p /compress`` sent its prompt before the compressed history was in
+    place. Either way that request lacks the memory (its BeforeAgent ran before BeforeModel saw
+    the compression) and every later one holds it once."""
     repo = cs.make_repo(lab.root / "shop", "git@github.com:acme/shop.git")
     memory = added(lab, DB)
     (mid,) = memory
-    for n, ask in enumerate([ASKS[0], ASKS[1], "/compress", ASKS[2]]):
+    for n, ask in enumerate([ASKS[0], ASKS[1], "/compress", ASKS[2], ASKS[3]]):
         cs.gemini_once(lab, repo, ask, resume=n > 0)
     found, table = gemini_rows(lab, memory)
     snapshot = [
         n for n, r in enumerate(lab.google.model_requests(), 1) if "<state_snapshot>" in str(r.body)
     ]
-    assert snapshot == [3, 4], table  # compressed before request 3 (the /compress turn)
-    assert [r.memories.get(mid, 0) for r in found] == [1, 1, 0, 1], table
-    assert [r.blocks for r in found] == [1, 1, 0, 1], table
+    assert snapshot in ([3, 4, 5], [4, 5]), table  # a real compression, kept from then on
+    first = snapshot[0] - 1
+    copies = [r.memories.get(mid, 0) for r in found]
+    assert copies[:first] == [1] * first, table
+    assert copies[first] == 0, table  # compressed away
+    assert copies[first + 1 :] == [1] * (len(found) - first - 1), table  # back, once
+    assert all(r.blocks == (1 if r.memories else 0) for r in found), table
 
 
 def test_gemini_cli_memory_comes_back_once_after_clear(lab: cs.Lab) -> None:
