@@ -212,3 +212,23 @@ class MemoryFilter(NamedTuple):
     limit: int = 100
     status: Status = Status.ACTIVE
     project: str | None = None
+
+
+class ContentChange(NamedTuple):
+    """A memory's new text: :meth:`~memlane.store.base.MemoryStore.replace_content`'s arguments
+    after the owner (their meaning is written there)."""
+
+    memory_id: str
+    content: str
+    content_hash: str
+    embedding: Vector
+    reason: ChangeReason
+
+
+class Confirmation(NamedTuple):
+    """A memory seen again: :meth:`~memlane.store.base.MemoryStore.confirm`'s arguments after
+    the owner (their meaning is written there)."""
+
+    memory_id: str
+    provenance: Mapping[str, Any]
+    importance: float | None = None

@@ -14,7 +14,7 @@ from memlane._ids import utcnow
 from memlane.errors import NotFound
 from memlane.store.base import NewMemory, Vector
 from memlane.store.metadata import merge_metadata
-from memlane.store.records import MemoryFilter
+from memlane.store.records import Confirmation, ContentChange, MemoryFilter
 from memlane.store.sql.database import Database, VectorLeg
 from memlane.store.sql.dialect import Q
 from memlane.store.sql.rows import MEMORY_COLUMNS, VERSION_COLUMNS, Rows
@@ -301,15 +301,10 @@ class Memories:
             self.vectors.written(memory.owner, int(row[0]), memory.agent, embedding)
             return self.rows.memory(row)
 
-    def replace_content(
-        self,
-        owner: str,
-        memory_id: str,
-        content: str,
-        content_hash: str,
-        embedding: Vector,
-        reason: ChangeReason,
-    ) -> Memory:
+    def replace_content(self, /, owner: str, *change: Any, **named: Any) -> Memory:
+        """``change``: the contract's arguments after the owner, as the record
+        :class:`ContentChange`."""
+        memory_id, content, content_hash, embedding, reason = ContentChange(*change, **named)
         d = self.db.dialect
         with self.db.write() as q:
             self.db.lock_owner(q, owner)
@@ -330,13 +325,10 @@ class Memories:
             self.vectors.written(old.owner, num, old.agent, embedding)
             return self.rows.memory(row)
 
-    def confirm(
-        self,
-        owner: str,
-        memory_id: str,
-        provenance: Mapping[str, Any],
-        importance: float | None = None,
-    ) -> Memory:
+    def confirm(self, /, owner: str, *seen: Any, **named: Any) -> Memory:
+        """``seen``: the contract's arguments after the owner, as the record
+        :class:`Confirmation`."""
+        memory_id, provenance, importance = Confirmation(*seen, **named)
         d = self.db.dialect
         with self.db.write() as q:
             self.db.lock_owner(q, owner)

@@ -7,19 +7,8 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
+from memlane import types
 from memlane.store.sql.dialect import Dialect
-from memlane.types import (
-    Association,
-    ChangeReason,
-    Decision,
-    DedupLogEntry,
-    Memory,
-    MemoryType,
-    MemoryVersion,
-    Relation,
-    ReviewStatus,
-    Status,
-)
 
 __all__ = ["DEDUP_LOG_COLUMNS", "LINK_COLUMNS", "MEMORY_COLUMNS", "Rows"]
 
@@ -37,19 +26,19 @@ DEDUP_LOG_COLUMNS = (
 )
 
 
-def dedup_entry_of(row: Sequence[Any], created_at: datetime) -> DedupLogEntry:
+def dedup_entry_of(row: Sequence[Any], created_at: datetime) -> types.DedupLogEntry:
     """The entry of a row of :data:`DEDUP_LOG_COLUMNS`; ``created_at``: ``row[9]`` as an aware
     UTC datetime (each backend stores it its own way)."""
-    return DedupLogEntry(
+    return types.DedupLogEntry(
         id=int(row[0]),
         owner=row[1],
         new_text=row[2],
         existing_id=row[3],
         existing_text=row[4],
         similarity=row[5],
-        decision=Decision(row[6]),
+        decision=types.Decision(row[6]),
         reasoning=row[7],
-        review_status=ReviewStatus(row[8]),
+        review_status=types.ReviewStatus(row[8]),
         created_at=created_at,
     )
 
@@ -68,21 +57,21 @@ class Rows:
     def __init__(self, dialect: Dialect) -> None:
         self.d = dialect
 
-    def memory(self, row: Sequence[Any]) -> Memory:
+    def memory(self, row: Sequence[Any]) -> types.Memory:
         """The memory of a row of :data:`MEMORY_COLUMNS` (``row[0]``, the row number, is not
         in it). Raises ``ValueError`` for an unknown type or status."""
         d = self.d
-        return Memory(
+        return types.Memory(
             id=row[1],
             owner=row[2],
             agent=row[3],
             session=row[4],
             source=row[5],
-            type=MemoryType(row[6]),
+            type=types.MemoryType(row[6]),
             content=row[7],
             content_hash=row[8],
             importance=float(row[9]),
-            status=Status(row[10]),
+            status=types.Status(row[10]),
             created_at=d.time_out(row[11]),  # type: ignore[arg-type]
             updated_at=d.time_out(row[12]),  # type: ignore[arg-type]
             last_accessed_at=d.time_out(row[13]),
@@ -93,27 +82,27 @@ class Rows:
             project=row[18],
         )
 
-    def entry(self, row: Sequence[Any]) -> DedupLogEntry:
+    def entry(self, row: Sequence[Any]) -> types.DedupLogEntry:
         """The dedup-log entry of a row of :data:`DEDUP_LOG_COLUMNS`."""
         return dedup_entry_of(row, self.d.time_out(row[9]))  # type: ignore[arg-type]
 
-    def link(self, row: Sequence[Any]) -> Association:
+    def link(self, row: Sequence[Any]) -> types.Association:
         """The association of a row of :data:`LINK_COLUMNS`."""
-        return Association(
+        return types.Association(
             source_id=row[0],
             target_id=row[1],
-            relation=Relation(row[2]),
+            relation=types.Relation(row[2]),
             weight=float(row[3]),
             created_at=self.d.time_out(row[4]),  # type: ignore[arg-type]
         )
 
-    def version(self, row: Sequence[Any]) -> MemoryVersion:
+    def version(self, row: Sequence[Any]) -> types.MemoryVersion:
         """The history version of a row of :data:`VERSION_COLUMNS`."""
-        return MemoryVersion(
+        return types.MemoryVersion(
             memory_id=row[0],
             version=int(row[1]),
             content=row[2],
             content_hash=row[3],
-            reason=ChangeReason(row[4]),
+            reason=types.ChangeReason(row[4]),
             replaced_at=self.d.time_out(row[5]),  # type: ignore[arg-type]
         )

@@ -29,23 +29,8 @@ def enable_wal(conn: sqlite3.Connection, path: Path, busy_timeout_ms: int) -> st
     locked" here without SQLite's busy handler being called (the switch needs an exclusive lock),
     so retry until the busy timeout, one deadline for all attempts; the mode is persistent, so
     the second one finds it set. Raises :class:`StoreBusy` at the deadline."""
-    started = time.monotonic()
-    deadline = started + busy_timeout_ms / 1000
-    delay = 0.005
-    try:
-        while True:
-            try:
-                return str(conn.execute("PRAGMA journal_mode = WAL").fetchone()[0])
-            except sqlite3.Error as exc:
-                now = time.monotonic()
-                if not is_busy(exc) or now + 0.001 >= deadline:
-                    raise translate(exc, "open", path, waited_s=now - started) from exc
-                time.sleep(min(delay, deadline - now))
-                delay = min(delay * 2, 0.2)
-                left_ms = max(1, int((deadline - time.monotonic()) * 1000))
-                conn.execute(f"PRAGMA busy_timeout = {left_ms}")
-    finally:
-        conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
+    row = retry_busy(conn, "PRAGMA journal_mode = WAL", path, "open", busy_timeout_ms, (0.005, 0.2))
+    return str(row.fetchone()[0])
 
 
 def split_sql(script: str) -> list[str]:
@@ -70,27 +55,42 @@ def begin_immediate(conn: sqlite3.Connection, busy_ms: int, path: Path) -> None:
     without calling it (e.g. while a WAL checkpoint restarts), each attempt allowed only the
     time left. Raises :class:`StoreBusy` at the deadline.
     """
+    retry_busy(conn, "BEGIN IMMEDIATE", path, "begin a write", busy_ms, (0.01, 0.25))
+
+
+def retry_busy(
+    conn: sqlite3.Connection,
+    statement: str,
+    path: Path,
+    operation: str,
+    busy_ms: int,
+    sleeps: tuple[float, float],
+) -> sqlite3.Cursor:
+    """Run ``statement``, again while SQLite answers "busy" without its busy handler having
+    waited, within one deadline for all attempts (``busy_ms``), the sleeps doubling from the first
+    to the longest of ``sleeps`` (seconds), each later attempt allowed only the time
+    left (the connection's busy timeout shortened, then set back to ``busy_ms``). Raises
+    :class:`StoreBusy` at the deadline, any other error translated (``operation``, ``path``)."""
+    delay, longest = sleeps
     started = time.monotonic()
     deadline = started + busy_ms / 1000
-    delay = 0.01
     shortened = False
     try:
         while True:
             try:
-                conn.execute("BEGIN IMMEDIATE")
-                return
+                return conn.execute(statement)
             except sqlite3.Error as exc:
                 now = time.monotonic()
                 if not is_busy(exc) or now + 0.001 >= deadline:
-                    raise translate(exc, "begin a write", path, waited_s=now - started) from exc
+                    raise translate(exc, operation, path, waited_s=now - started) from exc
                 time.sleep(min(delay, deadline - now))
-                delay = min(delay * 2, 0.25)
+                delay = min(delay * 2, longest)
                 left_ms = max(1, int((deadline - time.monotonic()) * 1000))
                 conn.execute(f"PRAGMA busy_timeout = {left_ms}")
                 shortened = True
     finally:
         if shortened:
-            conn.execute(f"PRAGMA busy_timeout = {busy_ms}")
+            conn.execute(f"PRAGMA busy_timeout = {int(busy_ms)}")
 
 
 def lock_for_write(
