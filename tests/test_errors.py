@@ -475,7 +475,7 @@ def test_a_full_disk_stops_the_import_with_one_error_line(
         text=True,
         timeout=120,
     )
-    run = Run(proc.returncode, proc.stdout, proc.stderr, 0)
+    run = Run(proc.returncode, proc.stdout, proc.stderr)
     assert run.code == StoreError.exit_code, run.stderr
     assert "disk is full" in run.error and str(db) in run.error
 
