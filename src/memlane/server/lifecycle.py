@@ -85,7 +85,11 @@ def acquire(home: Path, *, daemon: bool) -> int:
 def bind(host: str, port: int) -> socket.socket:
     """A listening TCP socket on ``host:port`` (port 0: a free one). Raises ``OSError``."""
     family = socket.AF_INET6 if ":" in host.strip("[]") else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
+    # IPPROTO_TCP named, not left 0: asyncio sets TCP_NODELAY only on sockets whose proto says
+    # TCP (``asyncio.base_events._set_nodelay``), and the connections accepted here inherit it.
+    # Without it a keep-alive client waits ~40 ms a response (Nagle's algorithm holding the
+    # body behind the headers until the client's delayed ACK): measured 44 ms a /health.
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((host.strip("[]"), port))
     sock.listen(2048)
