@@ -19,6 +19,7 @@ import typer
 from typer.testing import CliRunner
 
 from memlane.cli import app
+from memlane.errors import ConfigError
 from memlane.types import Decision
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -659,3 +660,24 @@ def test_dedup_pairs_row_numbers_without_id_column(cli: Cli, tmp_path: Path) -> 
     cli("dedup", "pairs", str(tsv), "--out", str(out), code=3)
     cli("dedup", "pairs", str(tsv), "--out", str(out), "--id-column", "#")
     assert json.loads(out.read_text(encoding="utf-8"))["id"] == "1"
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["postgres", "status"],
+        ["migrate", "--from", "sqlite:memlane.db", "--to", "postgresql://me@localhost/memlane"],
+    ],
+    ids=["postgres-status", "migrate"],
+)
+def test_postgres_commands_without_the_extra_name_the_fix(
+    home: Path, monkeypatch: pytest.MonkeyPatch, args: list[str]
+) -> None:
+    # The extra's modules made unimportable, as on an install without memlane[postgres]: both
+    # commands answer the store's own ConfigError (memlane.store.postgres_extra), fix included.
+    monkeypatch.setitem(sys.modules, "memlane.store.postgres", None)
+    monkeypatch.chdir(home)
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == ConfigError.exit_code, (result.output, result.exception)
+    err = flat(result.stderr)
+    assert "needs the postgres extra" in err and "pip install 'memlane[postgres]'" in err

