@@ -25,6 +25,10 @@ HOT_QUERIES: dict[str, str] = {
     "FROM memories WHERE owner = %(o)s AND change_seq > %(w)s ORDER BY change_seq",
     "rows of the hits": "SELECT id, content FROM memories WHERE owner = %(o)s "
     "AND id = ANY(%(ids)s::text[])",
+    "turn start: embeddings of the window and the candidates": "SELECT id, embedding "
+    "FROM memories WHERE owner = %(o)s AND id IN (SELECT memory_id FROM session_injections "
+    "WHERE owner = %(o)s AND session = %(s)s) UNION ALL SELECT id, embedding FROM memories "
+    "WHERE owner = %(o)s AND id = ANY(%(ids)s::text[])",
 }
 
 
@@ -50,6 +54,7 @@ def explain(dsn: str, timer: TimedEmbedder, owner: str) -> dict[str, list[str]]:
             "h": row[0] if row else "",
             "w": (row[1] or 0) - 5 if row else 0,
             "ids": ids,
+            "s": "bench-session",
         }
         plans = {}
         for name, sql in HOT_QUERIES.items():

@@ -154,7 +154,7 @@ class SQLSearchStep:
         if not statements and not extra:
             return []
         with self._s.db.read() as q:
-            results = q.batch([*statements, *extra])
+            results = q.batch([*statements, *extra], binary=True)
         for rows in results[: len(statements)]:
             for row in rows:
                 self._keep(row)
