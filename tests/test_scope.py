@@ -4,6 +4,8 @@ else path), the same for its worktrees and fresh clones."""
 
 from __future__ import annotations
 
+import json
+import os
 import subprocess
 from pathlib import Path
 
@@ -102,3 +104,61 @@ def test_resolve_project_takes_a_folder_or_an_identity(tmp_path: Path) -> None:
     plain.mkdir()
     with pytest.raises(ScopeError, match="not inside a git repository"):
         resolve_project(str(plain))
+
+
+def _commit(repo: Path, message: str, *args: str) -> None:
+    _git(repo, "-c", "user.email=t@example.com", "-c", "user.name=t", "commit", "-q",
+         "--allow-empty", "-m", message, *args)  # fmt: skip
+
+
+def test_the_root_commit_is_cached_per_head_so_git_runs_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The hooks' identity cache: after the first call no git process is needed (git is
+    taken off PATH: without the cache the identity would fall back to the folder), a new
+    HEAD with another root is seen at once, a remote added later wins, a moved repository
+    keeps its identity, and a fresh ``git init`` needs no git either."""
+    repo = _repo(tmp_path / "shop")
+    root = _git(repo, "rev-list", "--max-parents=0", "HEAD")
+    cache = tmp_path / "home" / "cache" / "roots.json"
+    assert project_identity(repo, cache=cache) == f"commit:{root}"  # git ran once
+    no_git = str(tmp_path / "empty-bin")
+    os.mkdir(no_git)
+    with_git = os.environ["PATH"]
+    monkeypatch.setenv("PATH", no_git)
+    assert project_identity(repo) == f"path:{repo.resolve()}"  # no cache, no git: the folder
+    assert project_identity(repo / ".", cache=cache) == f"commit:{root}"  # the cache answers
+    monkeypatch.setenv("PATH", with_git)
+    _git(repo, "pack-refs", "--all")  # the branch now in packed-refs, not a loose file
+    _git(repo, "checkout", "-q", "--orphan", "other")
+    _commit(repo, "another root")
+    other = _git(repo, "rev-list", "--max-parents=0", "HEAD")
+    assert other != root
+    assert project_identity(repo, cache=cache) == f"commit:{other}"  # HEAD moved: asked again
+    _git(repo, "checkout", "-q", "main")  # back to a HEAD seen before, in packed-refs
+    wt = tmp_path / "shop-wt"
+    _git(repo, "worktree", "add", "-q", str(wt), "-b", "feature")  # HEAD: main's commit
+    fresh = tmp_path / "fresh"
+    fresh.mkdir()
+    _git(fresh, "init", "-q")
+    monkeypatch.setenv("PATH", no_git)
+    assert project_identity(repo, cache=cache) == f"commit:{root}"
+    assert project_identity(wt / ".", cache=cache) == f"commit:{root}"  # its own HEAD file
+    assert project_identity(fresh, cache=cache) == f"path:{fresh.resolve()}"  # no commit: no git
+    moved = tmp_path / "moved-shop"
+    repo.rename(moved)  # the moved repository keeps its identity (the key is the commit)
+    assert project_identity(moved, cache=cache) == f"commit:{root}"
+    monkeypatch.setenv("PATH", with_git)
+    _git(moved, "remote", "add", "origin", "git@github.com:acme/shop.git")
+    monkeypatch.setenv("PATH", no_git)
+    assert project_identity(moved, cache=cache) == "github.com/acme/shop"  # a new remote wins
+
+
+def test_a_broken_cache_file_is_no_error(tmp_path: Path) -> None:
+    repo = _repo(tmp_path / "svc")
+    root = _git(repo, "rev-list", "--max-parents=0", "HEAD")
+    cache = tmp_path / "roots.json"
+    cache.write_text("{not json", encoding="utf-8")
+    assert project_identity(repo, cache=cache) == f"commit:{root}"
+    assert project_identity(repo, cache=cache) == f"commit:{root}"  # written anew
+    assert json.loads(cache.read_text(encoding="utf-8")) == {root: root}  # HEAD -> root

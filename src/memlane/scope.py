@@ -24,8 +24,6 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
-from pathlib import Path
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (~10 ms per hook call)
 if TYPE_CHECKING:
@@ -66,49 +64,56 @@ def configured_owner(toml: Mapping[str, Any] | None = None) -> str:
 
 
 # ------------------------------------------------------------------------------ project
-def git_root(cwd: str | os.PathLike[str]) -> Path | None:
+def git_root(cwd: str | os.PathLike[str]) -> str | None:
     """The top folder of the git work tree holding ``cwd`` (``None`` outside one): the nearest
     ancestor with a ``.git`` entry (a folder, or a worktree's ``.git`` file), found without
-    running git."""
+    running git. A resolved absolute path (symbolic links followed)."""
     try:
-        path = Path(cwd).expanduser().resolve()
-    except (OSError, RuntimeError):
+        folder = os.path.realpath(os.path.expanduser(os.fspath(cwd)))
+    except (OSError, ValueError):
         return None
-    for folder in (path, *path.parents):
-        if (folder / ".git").exists():
+    while True:
+        if os.path.exists(os.path.join(folder, ".git")):
             return folder
-    return None
+        parent = os.path.dirname(folder)
+        if parent == folder:
+            return None
+        folder = parent
 
 
-def _git_dirs(root: Path) -> tuple[Path, Path]:
+def _read(path: str) -> str:
+    with open(path, encoding="utf-8", errors="replace") as fh:
+        return fh.read()
+
+
+def _git_dirs(root: str) -> tuple[str, str]:
     """``(git dir, common dir)`` of the work tree at ``root``: a worktree's ``.git`` file points
     to its own git dir, whose ``commondir`` file points to the main repository's."""
-    dot = root / ".git"
-    git_dir = dot
-    if dot.is_file():
-        text = dot.read_text(encoding="utf-8", errors="replace").strip()
+    git_dir = os.path.join(root, ".git")
+    if os.path.isfile(git_dir):
+        text = _read(git_dir).strip()
         if text.startswith("gitdir:"):
-            target = Path(text.removeprefix("gitdir:").strip())
-            git_dir = target if target.is_absolute() else (root / target).resolve()
+            git_dir = os.path.realpath(os.path.join(root, text.removeprefix("gitdir:").strip()))
     common = git_dir
-    commondir = git_dir / "commondir"
-    if commondir.is_file():
-        rel = Path(commondir.read_text(encoding="utf-8", errors="replace").strip())
-        common = rel if rel.is_absolute() else (git_dir / rel).resolve()
+    commondir = os.path.join(git_dir, "commondir")
+    if os.path.isfile(commondir):
+        common = os.path.realpath(os.path.join(git_dir, _read(commondir).strip()))
     return git_dir, common
 
 
 _REMOTE = re.compile(r'^\s*\[\s*remote\s+"([^"]+)"\s*\]\s*$')
 _SECTION = re.compile(r"^\s*\[")
 _URL = re.compile(r"^\s*url\s*=\s*(.+?)\s*$")
+#: A commit id: SHA-1 (40 hex digits) or SHA-256 (64).
+_SHA = re.compile(r"[0-9a-f]{40}(?:[0-9a-f]{24})?")
 
 
-def remote_url(root: Path) -> str | None:
+def remote_url(root: str | os.PathLike[str]) -> str | None:
     """The URL of remote ``origin`` of the repository at ``root`` (else of its first remote),
     read from its ``config`` file; ``None`` without one."""
     try:
-        _, common = _git_dirs(root)
-        text = (common / "config").read_text(encoding="utf-8", errors="replace")
+        _, common = _git_dirs(os.fspath(root))
+        text = _read(os.path.join(common, "config"))
     except OSError:
         return None
     urls: dict[str, str] = {}
@@ -136,22 +141,67 @@ def normalise_remote(url: str) -> str:
         host, _, path = rest.partition("/")
         host = host.rsplit("@", 1)[-1].split(":", 1)[0]
         if url.startswith("file://"):
-            return f"path:{Path('/' + path).resolve()}"
+            return f"path:{os.path.realpath('/' + path)}"
     elif scp and not url.startswith(("/", ".")):
         host, path = scp.group(1), scp.group(2)
     else:
-        return f"path:{Path(url).expanduser().resolve()}"
+        return f"path:{os.path.realpath(os.path.expanduser(url))}"
     path = path.strip("/")
     path = path.removesuffix(".git").strip("/")
     return f"{host}/{path}".lower()
 
 
-def root_commit(root: Path) -> str | None:
+def head_commit(root: str | os.PathLike[str]) -> str | None:
+    """The commit HEAD of the work tree at ``root`` points to, read from the git files
+    without running git: ``HEAD`` (a commit id, or ``ref: <name>``), then the ref as a loose
+    file (the worktree's own git dir first, then the common one) or a line of ``packed-refs``.
+    ``""`` when HEAD names a branch with no commit yet (a fresh ``git init``); ``None`` when
+    the files cannot tell (a ``reftable`` ref store, an unreadable or odd file)."""
+    try:
+        git_dir, common = _git_dirs(os.fspath(root))
+        if os.path.isdir(os.path.join(common, "reftable")):
+            return None  # refs in git's binary reftable format: ask git
+        value = _read(os.path.join(git_dir, "HEAD")).strip()
+        for _ in range(5):  # a symbolic ref may name another (rare); bounded
+            if _SHA.fullmatch(value):
+                return value
+            if not value.startswith("ref:"):
+                return None
+            name = value.removeprefix("ref:").strip()
+            if not name.startswith("refs/") or ".." in name:
+                return None
+            loose = [os.path.join(git_dir, name), os.path.join(common, name)]
+            found = next((p for p in loose if os.path.isfile(p)), None)
+            if found is None:
+                return _packed_ref(common, name)
+            value = _read(found).strip()
+    except OSError:
+        return None
+    return None
+
+
+def _packed_ref(common: str, name: str) -> str:
+    """The commit of ref ``name`` in ``<common>/packed-refs``; ``""`` when it is not there
+    (a branch without a commit)."""
+    try:
+        text = _read(os.path.join(common, "packed-refs"))
+    except FileNotFoundError:
+        return ""
+    for line in text.splitlines():
+        sha, _, ref = line.partition(" ")
+        if ref.strip() == name and _SHA.fullmatch(sha):
+            return sha
+    return ""
+
+
+def root_commit(root: str | os.PathLike[str]) -> str | None:
     """The root commit of HEAD (the oldest parentless one) of the repository at ``root``, via
     ``git rev-list`` (``None`` without git, commits, or within 5 s)."""
+    import subprocess  # not on the hooks' common path (the identity cache answers there)
+
     try:
         done = subprocess.run(
-            ["git", "-C", str(root), "rev-list", "--max-parents=0", "HEAD"],
+            ["git", "-C", os.fspath(root), "rev-list", "--max-parents=0", "HEAD"],
             capture_output=True,
             text=True,
             timeout=5,
@@ -160,20 +210,89 @@ def root_commit(root: Path) -> str | None:
     except (OSError, subprocess.SubprocessError):
         return None
     lines = done.stdout.split() if done.returncode == 0 else []
-    return lines[-1] if lines and re.fullmatch(r"[0-9a-f]{40,64}", lines[-1]) else None
+    return lines[-1] if lines and _SHA.fullmatch(lines[-1]) else None
 
 
-def project_identity(cwd: str | os.PathLike[str]) -> str | None:
+#: Entries kept in a root-commit cache file (the oldest are dropped first).
+ROOT_CACHE_ENTRIES = 256
+
+
+def _root_key(root: str) -> str | None:
+    """What the root commit of ``root``'s HEAD depends on, as a cache key: HEAD's commit id (a
+    commit names its whole history, in any repository and folder), and for a shallow clone
+    the ``shallow`` file's size and time (a deepening fetch changes the oldest commit seen).
+    ``None`` when HEAD cannot be read without git; ``""`` when HEAD has no commit yet."""
+    head = head_commit(root)
+    if not head:
+        return head
+    try:
+        info = os.stat(os.path.join(_git_dirs(root)[1], "shallow"))
+    except FileNotFoundError:
+        return head
+    except OSError:
+        return None
+    return f"{head} shallow:{info.st_size}:{info.st_mtime_ns}"
+
+
+def _cached_root_commit(root: str, cache: str) -> str | None:
+    """:func:`root_commit` through the JSON file ``cache`` (``{key: root commit}``, keys by
+    :func:`_root_key`): git runs only for a HEAD not seen before. A HEAD without a commit
+    needs no git at all (``None``); a cache that cannot be read or written is skipped."""
+    import json
+
+    key = _root_key(root)
+    if key == "":
+        return None  # a branch with no commit: what git rev-list says too
+    if key is None:
+        return root_commit(root)
+    try:
+        with open(cache, encoding="utf-8") as fh:
+            known = json.load(fh)
+        roots = known if isinstance(known, dict) else {}
+    except (OSError, ValueError):
+        roots = {}
+    hit = roots.get(key)
+    if isinstance(hit, str) and _SHA.fullmatch(hit):
+        return hit
+    found = root_commit(root)
+    if found is None:
+        return None
+    roots.pop(key, None)
+    roots[key] = found
+    kept = dict(list(roots.items())[-ROOT_CACHE_ENTRIES:])
+    try:
+        folder = os.path.dirname(cache)
+        os.makedirs(folder, mode=0o700, exist_ok=True)
+        tmp = os.path.join(folder, f".{os.path.basename(cache)}.{os.getpid()}")
+        with open(tmp, "w", encoding="utf-8") as fh:
+            json.dump(kept, fh)
+        os.replace(tmp, cache)
+    except OSError:
+        pass  # the identity is right; the next call asks git again
+    return found
+
+
+def project_identity(
+    cwd: str | os.PathLike[str], cache: str | os.PathLike[str] | None = None
+) -> str | None:
     """The project of a session run in ``cwd``: the identity of the git repository holding it
     (module docstring: remote URL, else ``commit:<root>``, else ``path:<root>``); ``None``
-    outside a repository."""
+    outside a repository.
+
+    Only the root commit needs git (``git rev-list``, a process: ~5-20 ms); the rest is read
+    from the repository's files. With ``cache`` (a JSON file; the hooks keep
+    ``<home>/cache/roots.json``) the root commit is remembered per HEAD commit id, so a call
+    runs git only after HEAD moved to a commit not seen before; a HEAD with no commit yet
+    needs no git at all. A remote added later wins at once (it is read first, every call);
+    a moved or re-cloned repository gives the same identity (the key is the commit, not the
+    folder)."""
     root = git_root(cwd)
     if root is None:
         return None
     url = remote_url(root)
     if url:
         return normalise_remote(url)
-    commit = root_commit(root)
+    commit = root_commit(root) if cache is None else _cached_root_commit(root, os.fspath(cache))
     if commit:
         return f"commit:{commit}"
     return f"path:{root}"
@@ -190,8 +309,8 @@ def resolve_project(value: str | None) -> str | None:
     if value is None or not value.strip():
         return None
     value = value.strip()
-    folder = Path(value).expanduser()
-    if not value.startswith(("commit:", "path:")) and folder.is_dir():
+    folder = os.path.expanduser(value)
+    if not value.startswith(("commit:", "path:")) and os.path.isdir(folder):
         found = project_identity(folder)
         if found is None:
             raise ScopeError(

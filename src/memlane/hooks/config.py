@@ -18,6 +18,8 @@ if TYPE_CHECKING:
     from typing import Any
 
 CONFIG_FILENAME = "memlane.toml"
+#: The hooks' cache of repositories' root commits, under ``<home>/cache``.
+ROOTS_CACHE = "roots.json"
 DEFAULT_HOME = "~/.memlane"
 
 #: The agent scope of each client when ``[hooks] agent`` is not set.
@@ -117,16 +119,27 @@ class HookConfig:
         return self.url.rstrip("/")
 
     def scope(self, client: str, cwd: str | None) -> tuple[str, str, str | None]:
-        """``(owner, agent, project)`` of a session of ``client`` run in ``cwd``: the owner by
-        the scope rule (``[hooks] owner`` > ``[scope] owner`` > ``"default"``,
+        """``(owner, agent, project)`` of a session of ``client`` run in ``cwd``
+        (:meth:`owner_agent`, :meth:`project`)."""
+        return (*self.owner_agent(client), self.project(cwd))
+
+    def owner_agent(self, client: str) -> tuple[str, str]:
+        """``(owner, agent)`` of a session of ``client``: the owner by the scope rule
+        (``[hooks] owner`` > ``[scope] owner`` > ``"default"``,
         :func:`memlane.scope.resolve_owner`); the agent, the client's name unless ``[hooks]
-        agent``; with ``per_project`` (the default) the project, the identity of the git
-        repository holding ``cwd`` (:func:`memlane.scope.project_identity`: the same for its
-        worktrees and clones, and for every assistant run in it), ``None`` outside one."""
+        agent``."""
         owner = resolve_owner(self.owner, self.scope_owner)
-        agent = self.agent or CLIENT_AGENTS.get(client, client)
-        project = project_identity(cwd) if self.per_project and cwd else None
-        return owner, agent, project
+        return owner, self.agent or CLIENT_AGENTS.get(client, client)
+
+    def project(self, cwd: str | None) -> str | None:
+        """With ``per_project`` (the default) the project of a session run in ``cwd``: the
+        identity of the git repository holding it (:func:`memlane.scope.project_identity`:
+        the same for its worktrees and clones, and for every assistant run in it), ``None``
+        outside one. The root commit a repository without a remote needs is cached in
+        ``<home>/cache/roots.json`` (git runs once per new HEAD, not on every call)."""
+        if not (self.per_project and cwd):
+            return None
+        return project_identity(cwd, cache=self.home / "cache" / ROOTS_CACHE)
 
 
 #: (type, minimum, maximum) of the numeric keys: the limits of ``HooksSettings``.

@@ -202,8 +202,10 @@ class _Run:
             return
         if not isinstance(session, str) or not session.strip():
             raise ValueError(f"the payload has no session_id (got {session!r})")
-        owner, agent, project = self.cfg.scope(self.client, _str(payload.get("cwd")))
+        owner, agent = self.cfg.owner_agent(self.client)
+        cwd = _str(payload.get("cwd"))
         if learn:
+            project = self.cfg.project(cwd)
             self.learn(session, owner, agent, _str(payload.get("transcript_path")), project)
             return
         if event == SYNC_EVENT:
@@ -219,6 +221,7 @@ class _Run:
             recent = recent_messages(transcript, self.cfg.recent_messages, prompt=prompt)
             # memories this session wrote through memlane's MCP remember: the model holds them
             known = remembered_ids(transcript)
+            project = self.cfg.project(cwd)
             backend = self._backend()
             try:
                 result = backend.inject(
@@ -244,7 +247,8 @@ class _Run:
             reason = str(source)
         pinned = event == "SessionStart" and source != "resume" and self.cfg.ambient(agent)
         if reason is None and not pinned:
-            return  # nothing to reset or print: no server asked, no engine opened
+            return  # nothing to reset or print: no server asked, no engine, no git run
+        project = self.cfg.project(cwd) if pinned else None
         backend = self._backend()
         try:
             if reason is not None:
