@@ -46,6 +46,7 @@ class Row:
     type: str = "fact"
     status: str = "active"
     seq: int = 0
+    project: str | None = None
 
     def memory(self) -> Memory:
         now = utcnow()
@@ -66,6 +67,7 @@ class Row:
             access_count=0,
             confirmations=0,
             metadata={},
+            project=self.project,
         )
 
 
@@ -108,7 +110,10 @@ class FakeFeed:
     def text_changes(self, owner: str, watermark: int) -> tuple[list[TextChange], int]:
         self.calls.append(("text", owner, watermark))
         rows, mark = self._changed(owner, watermark)
-        return [(r.key, r.status == "active", r.content, r.agent, r.type) for r in rows], mark
+        changes = [
+            (r.key, r.status == "active", r.content, r.agent, r.type, r.project) for r in rows
+        ]
+        return changes, mark
 
     def _visible(self, owner: str, keys: Sequence[int]) -> list[Row]:
         both = {**self.rows, **self.open_tx}
@@ -116,7 +121,7 @@ class FakeFeed:
 
     def row_refs(self, owner: str, keys: Sequence[int]) -> dict[int, RowRef]:
         return {
-            r.key: RowRef(f"m{r.key}", r.agent, r.type, r.status == "active")
+            r.key: RowRef(f"m{r.key}", r.agent, r.type, r.status == "active", r.project)
             for r in self._visible(owner, keys)
         }
 
@@ -275,6 +280,35 @@ def test_over_fetch_when_other_agents_or_types_crowd_the_scope_out() -> None:
     assert _ids(cache.vector_search(VectorAsk("o", None, query, 3)))[0].startswith(
         "m"
     ) and "m100" not in (_ids(cache.vector_search(VectorAsk("o", None, query, 3))))
+
+
+def test_a_project_search_reads_only_rows_its_scope_sees() -> None:
+    # 2,000 memories over 20 projects and 100 global ones, all near the query; a search in one
+    # project finds the nearest of that project and the global ones, and reads no other
+    # project's row (the scope comes from the BM25 index's codes, not from rows)
+    feed = FakeFeed()
+    query = unit(0)
+    for key in range(1, 2101):
+        project = None if key > 2000 else f"repo-{key % 20}"
+        feed.commit(Row(key, "o", f"note {key}", unit(key, near=query, noise=0.8), project=project))
+    read: list[int] = []
+    refs = feed.row_refs
+
+    def counting(owner: str, keys: Sequence[int]) -> dict[int, RowRef]:
+        read.extend(keys)
+        return refs(owner, keys)
+
+    feed.row_refs = counting  # type: ignore[method-assign]
+    cache = IndexCache(feed, DIM, None)
+    hits = cache.vector_search(VectorAsk("o", None, query, 10, None, "repo-3"))
+    seen = {k for k, r in feed.rows.items() if r.project in (None, "repo-3")}
+    cosine = {k: float(feed.rows[k].embedding @ query) for k in seen}
+    best = sorted(seen, key=lambda k: -cosine[k])[:10]
+    assert _ids(hits) == [f"m{k}" for k in best]  # exact below 5,000: the scope's true top 10
+    assert read and set(read) <= seen
+    # a project with no memory of its own sees the global ones only
+    only_global = cache.vector_search(VectorAsk("o", None, query, 5, None, "repo-none"))
+    assert {feed.rows[int(h[0][1:])].project for h in only_global} == {None}
 
 
 def test_pending_rows_seen_by_nearest_and_dropped_on_rollback() -> None:

@@ -25,11 +25,16 @@ def build(
     docs: dict[int, str],
     agents: dict[int, str] | None = None,
     types: dict[int, str] | None = None,
+    projects: dict[int, str] | None = None,
 ) -> TextIndex:
     index = TextIndex()
     agents = agents or {}
     types = types or {}
-    rows = ((k, True, text, agents.get(k), types.get(k, "fact")) for k, text in docs.items())
+    projects = projects or {}
+    rows = (
+        (k, True, text, agents.get(k), types.get(k, "fact"), projects.get(k))
+        for k, text in docs.items()
+    )
     index.apply(rows, watermark=len(docs))
     return index
 
@@ -85,7 +90,9 @@ def test_rarer_terms_and_shorter_memories_rank_higher() -> None:
     ranked = [k for k, _ in index.search(tokens("kestrel"), 10)]
     assert ranked[0] == 1 and ranked[-1] == 2  # same tf: the short one first
     # kestrel and gull are both in 3 of 5; two more gulls make kestrel the rarer term
-    index.apply([(6, True, "gull", None, "fact"), (7, True, "gull", None, "fact")], watermark=7)
+    index.apply(
+        [(6, True, "gull", None, "fact", None), (7, True, "gull", None, "fact", None)], watermark=7
+    )
     both = dict(index.search(tokens("kestrel gull"), 10))
     assert both[1] > both[3]  # kestrel (3/7) outweighs gull (5/7)
 
@@ -96,6 +103,23 @@ def test_agent_scope_keeps_shared_and_own_memories_only() -> None:
     assert keys == {1, 4}  # 3 belongs to "writer"; 4 is shared
     assert {k for k, _ in index.search(tokens("Caroline"), 10, agent="nobody")} == {4}
     assert {k for k, _ in index.search(tokens("Caroline"), 10)} == {1, 3, 4}
+
+
+def test_project_scope_filters_inside_the_index_with_the_owner_statistics() -> None:
+    # 1 and 3 belong to two projects, 4 is global; a search in a project sees its own and the
+    # global ones, scored as without a project, and k counts only what the scope sees
+    index = build(DOCS, projects={1: "repo-a", 3: "repo-b"})
+    everything = dict(index.search(tokens("Caroline"), 10))
+    in_a = dict(index.search(tokens("Caroline"), 10, project="repo-a"))
+    assert set(in_a) == {1, 4}
+    assert in_a == {k: everything[k] for k in (1, 4)}
+    assert set(dict(index.search(tokens("Caroline"), 10, project="repo-c"))) == {4}
+    top = index.search(tokens("Caroline"), 1, project="repo-b")
+    assert len(top) == 1 and top[0][0] in {3, 4}  # the best of the scope, never 1
+    assert index.scope_size(project="repo-a") == len(DOCS) - 1  # all but repo-b's
+    assert index.in_scope([1, 3, 4, 99], project="repo-a").tolist() == [1, 0, 1, -1]
+    codes = index.scope_codes(np.array([1, 3, 4, 2, 99], dtype=np.uint64)).tolist()
+    assert codes[2] == codes[3] and len({codes[0], codes[1], codes[2]}) == 3 and codes[4] == -1
 
 
 def test_type_filter_keeps_the_owner_statistics() -> None:
@@ -111,7 +135,10 @@ def test_type_filter_keeps_the_owner_statistics() -> None:
 def test_changed_and_removed_rows_and_compaction() -> None:
     index = build(DOCS)
     index.apply(
-        [(1, True, "Caroline adopted a cat", None, "fact"), (3, False, "", None, "fact")],
+        [
+            (1, True, "Caroline adopted a cat", None, "fact", None),
+            (3, False, "", None, "fact", None),
+        ],
         watermark=9,
     )
     assert index.watermark == 9
@@ -120,8 +147,8 @@ def test_changed_and_removed_rows_and_compaction() -> None:
     assert 3 not in {k for k, _ in index.search(tokens("LGBTQ Caroline"), 10)}
     # many removals trigger compaction; the survivors still score exactly as a fresh index
     many = {k: f"note {k} about topic{k % 7} and caroline" for k in range(10, 4010)}
-    index.apply(((k, True, t, None, "fact") for k, t in many.items()), watermark=10)
-    index.apply(((k, False, "", None, "fact") for k in range(10, 3900)), watermark=11)
+    index.apply(((k, True, t, None, "fact", None) for k, t in many.items()), watermark=10)
+    index.apply(((k, False, "", None, "fact", None) for k in range(10, 3900)), watermark=11)
     assert index._used < 1000  # dead slots dropped
     live = {k: DOCS[k] for k in (2, 4, 5)} | {1: "Caroline adopted a cat"}
     live |= {k: many[k] for k in range(3900, 4010)}
@@ -131,15 +158,16 @@ def test_changed_and_removed_rows_and_compaction() -> None:
 
 
 def test_arrays_round_trip_gives_the_same_results() -> None:
-    index = build(DOCS, agents={2: "writer"}, types={5: "event"})
-    index.apply([(4, False, "", None, "fact")], watermark=6)  # a dead slot is not saved
+    index = build(DOCS, agents={2: "writer"}, types={5: "event"}, projects={1: "a", 5: "b"})
+    index.apply([(4, False, "", None, "fact", None)], watermark=6)  # a dead slot is not saved
     copy = TextIndex.from_arrays(index.to_arrays())
     for query in ("Caroline dog", "Melanie kids camping", "group"):
         for agent in (None, "writer", "coder"):
             for types in (None, ["event"]):
-                assert copy.search(tokens(query), 10, agent, types) == index.search(
-                    tokens(query), 10, agent, types
-                )
+                for project in (None, "a", "b"):
+                    assert copy.search(tokens(query), 10, agent, types, project) == index.search(
+                        tokens(query), 10, agent, types, project
+                    )
     assert len(copy) == 4
     broken = index.to_arrays()
     broken["offsets"] = np.asarray([0, 1], dtype=np.int64)

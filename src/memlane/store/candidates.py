@@ -2,8 +2,8 @@
 (:class:`~memlane.store.index_cache.IndexCache`): never all pairs.
 
 Two sources, both per owner, each pair kept only inside one agent scope and one project scope
-(a project's memories pair among themselves, global ones among themselves) and at or above the
-similarity asked for:
+(a project's memories pair among themselves, global ones among themselves; the scopes from the
+BM25 index's codes, before any row is read) and at or above the similarity asked for:
 
 - **vector**: every active memory's ``neighbours`` nearest in the owner's ANN index (usearch HNSW,
   batch queries on all cores; exact below 5,000 memories). At most ``neighbours`` pairs per
@@ -138,7 +138,7 @@ def candidate_pairs(cache: IndexCache, owner: str, ask: PairsAsk) -> Candidates:
         return Candidates([], 0, n, {"vector": 0, "tokens": 0})
     if int(keys.max()) >= 2**32:
         raise ValueError("row keys above 2**32 are not supported by the janitor's pair ids")
-    agents = np.asarray(text.agent_codes(keys))
+    scopes = text.scope_codes(keys)  # agent and project, from the BM25 index (no row read)
     ids: list[NDArray[np.uint64]] = []
     sims: list[NDArray[np.float32]] = []
     lost_keys: list[NDArray[np.uint64]] = []
@@ -200,24 +200,27 @@ def candidate_pairs(cache: IndexCache, owner: str, ask: PairsAsk) -> Candidates:
 
     pairs: list[tuple[int, int, float, str]] = []
     order = np.argsort(keys)
-    sorted_keys, sorted_agents = keys[order], agents[order]
+    sorted_keys, sorted_scopes = keys[order], scopes[order]
 
-    def agent(of: NDArray[np.uint64], missing: int) -> NDArray[np.int64]:
-        """Each key's agent code; ``missing`` for a key not among ``keys``."""
+    def scope(of: NDArray[np.uint64], missing: int) -> NDArray[np.int64]:
+        """Each key's scope code; ``missing`` for a key not among ``keys`` or not in the BM25
+        index (its -1)."""
         at = np.clip(np.searchsorted(sorted_keys, of), 0, n - 1)
-        return np.where(sorted_keys[at] == of, sorted_agents[at], missing).astype(np.int64)
+        code = np.where(sorted_keys[at] == of, sorted_scopes[at], missing)
+        return np.where(code < 0, missing, code).astype(np.int64)
 
     for pid_arr, sim_arr, source in ((vec_ids, vec_sims, "vector"), (new_tok, tok_sims, "tokens")):
         a_arr, b_arr = pid_arr >> np.uint64(32), pid_arr & np.uint64(0xFFFFFFFF)
-        # one agent scope: equal codes (keys outside the index never pair)
-        keep = (sim_arr >= min_similarity) & (agent(a_arr, -2) == agent(b_arr, -3))
+        # one agent scope and one project scope (memlane.scope: a merge never moves a memory
+        # into another project, nor a global memory into one project): equal codes (keys
+        # outside the indexes never pair)
+        keep = (sim_arr >= min_similarity) & (scope(a_arr, -2) == scope(b_arr, -3))
         for a, b, sim in zip(
             a_arr[keep].tolist(), b_arr[keep].tolist(), sim_arr[keep].tolist(), strict=True
         ):
             pairs.append((a, b, sim, source))
     refs = cache.feed.row_refs(owner, list({k for p in pairs for k in p[:2]}))
-    # one project scope too (memlane.scope): a merge never moves a memory into another project,
-    # nor a global memory into one project
+    # the rows decide (source of truth): both active and of one project
     out = [
         CandidatePair(refs[a].id, refs[b].id, round(sim, 6), source)
         for a, b, sim, source in pairs

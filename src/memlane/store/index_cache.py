@@ -8,8 +8,10 @@ from a backend is the small :class:`ChangeFeed` protocol: changed rows in sequen
 watermark (SQLite: the ``vec_seq`` column; PostgreSQL: any monotonic change sequence the backend
 keeps gap-free below what it has returned) and a few row lookups. The backend keeps its SQL; the
 cache keeps the indexes, their catch-up, their files (:mod:`memlane.store.index_files`) and the
-search over them, with the scope and type filtering that needs over-fetching (an owner's index
-holds every agent's and type's memories).
+search over them. An owner's indexes hold every agent's, project's and type's memories; the BM25
+index keeps each memory's scope beside its postings and filters inside the index, and the vector
+leg asks it which keys a scope sees (no row read to reject a hit of another scope; the ANN
+search asks as many more neighbours as the scope is rare among the owner's memories).
 
 Thread safety: none of its own; the backend calls it under its lock. Transactions: the cache
 reads committed rows only (through the feed). Rows the open transaction wrote are handed to
@@ -35,13 +37,15 @@ from memlane.types import Memory, MemoryType, Status
 
 #: A changed row for the vector index: ``(key, active, float32 embedding bytes)``.
 VectorChange = tuple[int, bool, bytes]
-#: A changed row for the BM25 index: ``(key, active, content, agent, type value)``.
-TextChange = tuple[int, bool, str, str | None, str]
+#: A changed row for the BM25 index: ``(key, active, content, agent, type value, project)``.
+TextChange = tuple[int, bool, str, str | None, str, str | None]
 #: Query terms beyond this many (long pasted text) are ignored by the full-text leg.
 MAX_QUERY_TERMS = 64
-#: A search in a project asks the BM25 index for this many times ``k`` at first (other
-#: projects' rows share the owner's index and are filtered out on the rows).
-PROJECT_OVERFETCH = 3
+#: A scoped vector search asks the ANN index for at least this many times ``k`` at first, and
+#: for ``k`` times the owner's memories over the scope's, times :data:`SCOPE_MARGIN` (HNSW's hits
+#: are spread over the scopes as the memories are, give or take).
+SCOPED_OVERFETCH = 3
+SCOPE_MARGIN = 1.5
 #: Indexes below this many rows are not saved on :meth:`IndexCache.save` (cheap to rebuild).
 PERSIST_MIN_ROWS = 2000
 
@@ -239,17 +243,33 @@ class IndexCache:
     ) -> list[ScoredId]:
         """Top ``k`` active memories of the scope (``agent=None``: all the owner's; else that
         agent's and shared ones; ``project`` likewise: that project's and global ones), of
-        ``types`` when given, by cosine, best first. Asks the index for ``3k`` when filtering,
-        then 4 times more while other agents', projects' or types' rows crowd the scope out.
-        ``refs``: where the hits' rows are read (default: the feed's ``row_refs``);
-        ``catch_up=False``: the caller caught the index up."""
+        ``types`` when given, by cosine, best first.
+
+        Scoped, the ANN index is asked for ``max(3k, 1.5 k N / n)`` neighbours (``N`` the
+        owner's memories, ``n`` the scope's, both from the BM25 index), then 4 times more while
+        other scopes' memories still crowd the scope out; the BM25 index tells which hits the
+        scope sees, and only those hits' rows are read (the rows decide: a hit whose row is
+        not active or not of the scope is dropped). ``refs``: where the hits' rows are read
+        (default: the feed's ``row_refs``); ``catch_up=False``: the caller caught both indexes
+        up."""
         owner, agent, vector, k, types, project = ask
         wanted = None if not types else {MemoryType(t).value for t in types}
         index = self.vector(owner, catch_up=catch_up)
         read = refs or self.feed.row_refs
-        over = k * 3 if agent is not None or project is not None or wanted else k
+        scoped = agent is not None or project is not None or wanted is not None
+        text = self.text(owner, catch_up=catch_up) if scoped else None
+        over = k
+        if text is not None:
+            seen = text.scope_size(agent, project, wanted)
+            if seen == 0 and text.watermark >= index.watermark:
+                return []  # the scope holds no memory (and the BM25 index is not behind)
+            over = max(k * SCOPED_OVERFETCH, int(k * SCOPE_MARGIN * len(index) / max(seen, 1)))
         while True:
             found = index.search(vector, over)
+            exhausted = len(found) < over
+            if text is not None:  # 1 in the scope, -1 unknown to the BM25 index: the row decides
+                inside = text.in_scope([key for key, _ in found], agent, project, wanted)
+                found = [hit for hit, flag in zip(found, inside.tolist(), strict=True) if flag]
             refs_found = read(owner, [key for key, _ in found])
             out: list[ScoredId] = []
             for key, cos in found:
@@ -262,7 +282,7 @@ class IndexCache:
                     continue
                 if wanted is None or ref.type in wanted:
                     out.append(ScoredId(ref.id, cos))
-            if len(out) >= k or len(found) < over:
+            if len(out) >= k or exhausted:
                 return out[:k]
             over *= 4
 
@@ -271,28 +291,19 @@ class IndexCache:
     ) -> list[ScoredId]:
         """Top ``k`` memories of the scope (of ``types`` when given) by BM25 over the first
         :data:`MAX_QUERY_TERMS` terms of ``query`` (plain text), best first; ``[]`` when the
-        query has no content word. The BM25 index filters agent and type itself; the project
-        (that project's and global rows) is filtered on the rows, asking :data:`PROJECT_OVERFETCH`
-        then 4 times more while other projects' rows crowd it out. ``refs``, ``catch_up``: as
-        :meth:`vector_search`'s."""
-        if ask.project is None:
-            return self.fts_resolve(ask.owner, self.fts_hits(ask, catch_up=catch_up), refs)
-        over = ask.k * PROJECT_OVERFETCH
-        while True:
-            hits = self.fts_hits(ask._replace(k=over), catch_up=catch_up)
-            out = self.fts_resolve(ask.owner, hits, refs, ask.project)
-            if len(out) >= ask.k or len(hits) < over:
-                return out[: ask.k]
-            over *= 4
+        query has no content word. The BM25 index filters the scope (agent, project, types)
+        itself, before its top ``k``. ``refs``, ``catch_up``: as :meth:`vector_search`'s."""
+        hits = self.fts_hits(ask, catch_up=catch_up)
+        return self.fts_resolve(ask.owner, hits, refs, ask.project)
 
     def fts_hits(self, ask: TextAsk, *, catch_up: bool = True) -> list[tuple[int, float]]:
         """:meth:`fts_search`'s hits as ``(key, score)``, before their rows are read."""
-        owner, agent, query, k, types, _ = ask  # the project is filtered on the rows
+        owner, agent, query, k, types, project = ask
         terms = tokens(query)[:MAX_QUERY_TERMS]
         if not terms or k <= 0:
             return []
         wanted = None if not types else [MemoryType(t).value for t in types]
-        return self.text(owner, catch_up=catch_up).search(terms, k, agent, wanted)
+        return self.text(owner, catch_up=catch_up).search(terms, k, agent, wanted, project)
 
     def fts_resolve(
         self,
@@ -302,7 +313,8 @@ class IndexCache:
         project: str | None = None,
     ) -> list[ScoredId]:
         """:meth:`fts_hits`' hits as ids (rows read by ``refs``, default the feed's); with
-        ``project``, only that project's and global ones."""
+        ``project``, only that project's and global ones (the index filtered them already:
+        the rows, the source of truth, confirm it)."""
         if not hits:
             return []
         found = (refs or self.feed.row_refs)(owner, [key for key, _ in hits])

@@ -33,7 +33,7 @@ from numpy.typing import NDArray
 from memlane._text import STOP_WORDS, words
 
 #: Version of :func:`tokens` and of the saved arrays; a saved index of another version is rebuilt.
-TOKENS_VERSION = "porter-stop-v1/types"
+TOKENS_VERSION = "porter-stop-v1/types/projects"
 
 #: BM25 term-frequency saturation and length normalisation (FTS5 and Lucene defaults).
 K1 = 1.2
@@ -56,6 +56,11 @@ def tokens(text: str) -> list[str]:
 class TextIndex:
     """BM25 inverted index of one owner's active memories, keyed by the row number.
 
+    Each memory's scope is kept beside its postings (its agent, its project, its type, as small
+    integer codes), so a search filters by scope inside the index (:meth:`search`) and the
+    vector leg asks it which keys a scope sees (:meth:`in_scope`, :meth:`scope_size`) without
+    reading rows.
+
     Each memory gets a *slot* (0, 1, 2, ...); postings are per term ``(slots int32, tf float32)``
     numpy arrays, grown by doubling. A removed or changed memory's slot is marked dead (its
     postings stay until :meth:`_compact` drops them, once a quarter of the slots are dead).
@@ -70,11 +75,13 @@ class TextIndex:
         self._keys = np.zeros(64, dtype=np.int64)
         self._lengths = np.zeros(64, dtype=np.float32)
         self._agents = np.zeros(64, dtype=np.int32)  # 0 = shared (no agent)
+        self._projects = np.zeros(64, dtype=np.int32)  # 0 = global (no project)
         self._types = np.zeros(64, dtype=np.int32)  # memory type, coded
         self._alive = np.zeros(64, dtype=bool)
         self._used = 0  # slots handed out (alive or dead)
         self._total_length = 0.0  # sum of lengths of alive slots
         self._agent_code: dict[str, int] = {}
+        self._project_code: dict[str, int] = {}
         self._type_code: dict[str, int] = {}
         # term -> [slots, tfs, used]
         self._postings: dict[str, list[Any]] = {}
@@ -83,12 +90,15 @@ class TextIndex:
         return len(self._slot_of)
 
     # ------------------------------------------------------------------ writes
-    def apply(self, rows: Iterable[tuple[int, bool, str, str | None, str]], watermark: int) -> None:
-        """Apply changed rows ``(key, active, content, agent, type)``; then set the watermark."""
-        for key, active, content, agent, mtype in rows:
+    def apply(
+        self, rows: Iterable[tuple[int, bool, str, str | None, str, str | None]], watermark: int
+    ) -> None:
+        """Apply changed rows ``(key, active, content, agent, type, project)``; then set the
+        watermark."""
+        for key, active, content, agent, mtype, project in rows:
             self._remove(key)
             if active:
-                self._add(key, content, agent, mtype)
+                self._add(key, content, agent, mtype, project)
         self.watermark = max(self.watermark, watermark)
         dead = self._used - len(self._slot_of)
         if dead > 1000 and dead > self._used // 4:
@@ -100,13 +110,16 @@ class TextIndex:
             self._alive[slot] = False
             self._total_length -= float(self._lengths[slot])
 
-    def _add(self, key: int, content: str, agent: str | None, mtype: str) -> None:
+    def _add(
+        self, key: int, content: str, agent: str | None, mtype: str, project: str | None
+    ) -> None:
         slot = self._used
         if slot == len(self._keys):
             size = 2 * slot
             self._keys = _resized(self._keys, size)
             self._lengths = _resized(self._lengths, size)
             self._agents = _resized(self._agents, size)
+            self._projects = _resized(self._projects, size)
             self._types = _resized(self._types, size)
             self._alive = _resized(self._alive, size)
         self._used += 1
@@ -115,6 +128,7 @@ class TextIndex:
         self._keys[slot] = key
         self._lengths[slot] = len(terms)
         self._agents[slot] = 0 if agent is None else _code(self._agent_code, agent)
+        self._projects[slot] = 0 if project is None else _code(self._project_code, project)
         self._types[slot] = _code(self._type_code, mtype)
         self._alive[slot] = True
         self._total_length += len(terms)
@@ -143,6 +157,7 @@ class TextIndex:
         self._keys = _resized(self._keys[keep], max(64, 2 * n))
         self._lengths = _resized(self._lengths[keep], max(64, 2 * n))
         self._agents = _resized(self._agents[keep], max(64, 2 * n))
+        self._projects = _resized(self._projects[keep], max(64, 2 * n))
         self._types = _resized(self._types[keep], max(64, 2 * n))
         self._alive = np.zeros(max(64, 2 * n), dtype=bool)
         self._alive[:n] = True
@@ -161,32 +176,74 @@ class TextIndex:
         self._postings = postings
 
     # ------------------------------------------------------------------ reads
+    def _allowed(
+        self, agent: str | None, project: str | None, types: Collection[str] | None
+    ) -> NDArray[np.bool_]:
+        """Per slot (``(used,)``): alive and in the scope. ``agent``: that agent's and shared
+        memories (``None``: every agent's); ``project``: that project's and global ones
+        (``None``: every project's); ``types`` (type names): only those types."""
+        used = self._used
+        allowed = self._alive[:used]
+        if agent is not None:
+            code = self._agent_code.get(agent, -1)
+            agents = self._agents[:used]
+            allowed = allowed & ((agents == 0) | (agents == code))
+        if project is not None:
+            code = self._project_code.get(project, -1)
+            projects = self._projects[:used]
+            allowed = allowed & ((projects == 0) | (projects == code))
+        if types:
+            codes = [self._type_code[t] for t in types if t in self._type_code]
+            allowed = allowed & np.isin(self._types[:used], codes)
+        return allowed
+
+    def scope_size(
+        self,
+        agent: str | None = None,
+        project: str | None = None,
+        types: Collection[str] | None = None,
+    ) -> int:
+        """How many active memories the scope sees (arguments as :meth:`search`'s)."""
+        return int(self._allowed(agent, project, types).sum())
+
+    def in_scope(
+        self,
+        keys: Sequence[int],
+        agent: str | None = None,
+        project: str | None = None,
+        types: Collection[str] | None = None,
+    ) -> NDArray[np.int8]:
+        """For each of ``keys``, shape ``(len(keys),)``: 1 an active memory of the scope, 0 one
+        outside it, -1 a key this index does not hold (not active, or not caught up yet: the
+        caller decides from its row). Arguments as :meth:`search`'s."""
+        slot_of = self._slot_of
+        slots = np.fromiter((slot_of.get(int(k), -1) for k in keys), np.int64, len(keys))
+        allowed = self._allowed(agent, project, types)
+        inside = allowed[np.maximum(slots, 0)] if len(allowed) else np.zeros(len(keys), bool)
+        return np.where(slots >= 0, inside.astype(np.int8), np.int8(-1)).astype(np.int8)
+
     def search(
         self,
         terms: Sequence[str],
         k: int,
         agent: str | None = None,
         types: Collection[str] | None = None,
+        project: str | None = None,
     ) -> list[tuple[int, float]]:
         """Top ``k`` keys by BM25 over query ``terms`` (already :func:`tokens`), best first.
 
         With ``agent``, only that agent's and shared (agent-less) memories are returned; with
-        ``types`` (type names), only memories of those types. The statistics (N, df, average
-        length) stay the owner's, so a hit's score does not depend on who asked or for what.
+        ``project``, only that project's and global (project-less) ones; with ``types`` (type
+        names), only memories of those types. The scope is applied to the scores, before the
+        top ``k`` is taken (no over-fetching). The statistics (N, df, average length) stay the
+        owner's, so a hit's score does not depend on who asked or for what.
         """
         n_docs = len(self._slot_of)
         if n_docs == 0 or k <= 0:
             return []
         used = self._used
         alive = self._alive[:used]
-        allowed = alive
-        if agent is not None:
-            code = self._agent_code.get(agent, -1)
-            agents = self._agents[:used]
-            allowed = alive & ((agents == 0) | (agents == code))
-        if types:
-            codes = [self._type_code[t] for t in types if t in self._type_code]
-            allowed = allowed & np.isin(self._types[:used], codes)
+        allowed = self._allowed(agent, project, types)
         avg_len = max(self._total_length / n_docs, 1e-9)
         scores: NDArray[np.float32] | None = None
         for term in dict.fromkeys(terms):
@@ -215,13 +272,16 @@ class TextIndex:
         order = sorted(hit.tolist(), key=lambda s: (-float(scores[s]), int(self._keys[s])))
         return [(int(self._keys[s]), float(scores[s])) for s in order]
 
-    def agent_codes(self, keys: NDArray[Any]) -> NDArray[np.int32]:
-        """The agent code of each key (0: shared; -1: not in the index), shape ``(len(keys),)``:
-        equal codes, equal scope."""
+    def scope_codes(self, keys: NDArray[Any]) -> NDArray[np.int64]:
+        """One code per key for its exact scope, agent and project (equal codes: the same
+        agent, or both shared, and the same project, or both global; -1: a key not in the
+        index), shape ``(len(keys),)``."""
         slot_of = self._slot_of
         slots = np.fromiter((slot_of.get(int(k), -1) for k in keys), np.int64, len(keys))
-        out = np.where(slots >= 0, self._agents[np.maximum(slots, 0)], -1)
-        return out.astype(np.int32)
+        at = np.maximum(slots, 0)
+        agents = self._agents[at].astype(np.int64)
+        projects = self._projects[at].astype(np.int64)
+        return np.where(slots >= 0, (agents << np.int64(31)) | projects, -1)
 
     def rare_groups(self, max_df: int) -> list[NDArray[np.int64]]:
         """The keys of the active memories sharing each term held by 2 to ``max_df`` of them
@@ -252,11 +312,15 @@ class TextIndex:
             "keys": self._keys[:n].copy(),
             "lengths": self._lengths[:n].copy(),
             "agents": self._agents[:n].copy(),
+            "projects": self._projects[:n].copy(),
             "types": self._types[:n].copy(),
             "type_names": np.array(
                 sorted(self._type_code, key=self._type_code.__getitem__), dtype=np.str_
             ),
             "agent_names": np.array(agents, dtype=np.str_),
+            "project_names": np.array(
+                sorted(self._project_code, key=self._project_code.__getitem__), dtype=np.str_
+            ),
             "terms": np.array(terms, dtype=np.str_),
             "offsets": np.concatenate([[0], np.cumsum(counts)]).astype(np.int64),
             "slots": np.concatenate([self._postings[t][0][: self._postings[t][2]] for t in terms])
@@ -277,6 +341,7 @@ class TextIndex:
         index._keys = _resized(keys, size)
         index._lengths = _resized(np.asarray(data["lengths"], dtype=np.float32), size)
         index._agents = _resized(np.asarray(data["agents"], dtype=np.int32), size)
+        index._projects = _resized(np.asarray(data["projects"], dtype=np.int32), size)
         index._types = _resized(np.asarray(data["types"], dtype=np.int32), size)
         index._type_code = {str(t): i + 1 for i, t in enumerate(data["type_names"].tolist())}
         index._alive = np.zeros(size, dtype=bool)
@@ -285,6 +350,7 @@ class TextIndex:
         index._total_length = float(index._lengths[:n].sum())
         index._slot_of = {int(k): i for i, k in enumerate(keys.tolist())}
         index._agent_code = {str(a): i + 1 for i, a in enumerate(data["agent_names"].tolist())}
+        index._project_code = {str(p): i + 1 for i, p in enumerate(data["project_names"].tolist())}
         offsets = np.asarray(data["offsets"], dtype=np.int64).tolist()
         slots = np.asarray(data["slots"], dtype=np.int32)
         tfs = np.asarray(data["tfs"], dtype=np.float32)

@@ -76,7 +76,7 @@ class SQLFeed:
 
     #: The columns each index's changes carry (after ``num, active``).
     VECTOR_COLUMNS = "embedding"
-    TEXT_COLUMNS = "content, agent, type"
+    TEXT_COLUMNS = "content, agent, type, project"
 
     def vector_changes(self, owner: str, watermark: int) -> tuple[list[VectorChange], int]:
         return self.vector_rows(*self._changes(owner, watermark, self.VECTOR_COLUMNS))
@@ -92,7 +92,7 @@ class SQLFeed:
     @staticmethod
     def text_rows(rows: list[Any], mark: int) -> tuple[list[TextChange], int]:
         """:meth:`changed` rows of the text columns as the BM25 index takes them."""
-        return [(int(n), bool(a), c, ag, t) for n, a, c, ag, t in rows], mark
+        return [(int(n), bool(a), c, ag, t, p) for n, a, c, ag, t, p in rows], mark
 
     def row_refs(self, owner: str, keys: Sequence[int]) -> dict[int, RowRef]:
         d = self.db.dialect

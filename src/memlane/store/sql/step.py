@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from memlane.store.base import ScoredId, TurnContext, TurnQuery, Vector
-from memlane.store.index_cache import PROJECT_OVERFETCH, RowRef
+from memlane.store.index_cache import RowRef
 from memlane.store.records import TextAsk, VectorAsk
 from memlane.store.sql.errors import translating
 from memlane.store.sql.feed import SQLFeed
@@ -94,10 +94,8 @@ class SQLSearchStep:
         if not self._live or {vector[:2], text[:2]} != {(self.owner, self.agent)}:
             return  # in a transaction, or another scope: every read is the store's
         s, owner = self._s, self.owner
-        # in a project, other projects' rows are left out of the BM25 hits once read: ask more
-        wide = text if text.project is None else text._replace(k=text.k * PROJECT_OVERFETCH)
-        with s.db.cache_lock():
-            hits = s.cache.fts_hits(wide, catch_up=False)
+        with s.db.cache_lock():  # the BM25 index filters the scope itself (project included)
+            hits = s.cache.fts_hits(text, catch_up=False)
         self._pending = [key for key, _ in hits]  # read with the first batch below
         statement = s.vectors.search_sql(vector) if vector.k > 0 else None
         if statement is not None:
@@ -106,7 +104,7 @@ class SQLSearchStep:
             with s.db.cache_lock():
                 found = s.cache.vector_search(vector, refs=self.refs, catch_up=False)
             self._vector = (vector, found)
-        self._fts = (text, s.cache.fts_resolve(owner, hits, self.refs, text.project)[: text.k])
+        self._fts = (text, s.cache.fts_resolve(owner, hits, self.refs, text.project))
 
     def _scored(self, rows: Sequence[Sequence[Any]]) -> list[ScoredId]:
         """The vector statement's rows as hits, best first (their rows and embeddings kept)."""
