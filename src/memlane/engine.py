@@ -11,24 +11,26 @@ passes the owner it was given, or none, through it). Where it applies, an ``agen
 (``project=None``) or belongs to one project; reads in a project see its memories and the
 global ones. A memory id outside the caller's scope is :class:`~memlane.errors.NotFound`,
 exactly as a missing id.
+
+The calls are grouped by cohesion: the writes in :class:`~memlane.writes.Writes`, what the doors
+show beside memories in :class:`~memlane.views.Views`, the janitor and the review in
+:class:`~memlane.upkeep.Upkeep`; the reads, the search and the injection here.
 """
 
 from __future__ import annotations
 
 import builtins
-import dataclasses
 import os
-from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 from memlane.config import Settings
 from memlane.dedup.write import MemoryInput, WritePath, check_project, check_scope
 from memlane.embeddings import Embedder, embedder_from_settings
 from memlane.embeddings.cache import Embeddings
-from memlane.errors import ConfigError, InvalidArgument, InvalidMemory, NotFound
+from memlane.errors import InvalidArgument, InvalidMemory, NotFound
 from memlane.injection import Injector, Sessions
-from memlane.llm import LLM, Learner, make_llm
-from memlane.retrieval import Retriever
+from memlane.llm import LLM, make_llm
+from memlane.retrieval import Recipe, Retriever
 from memlane.scope import resolve_owner
 from memlane.store import MemoryStore, open_store
 from memlane.store.base import Vector
@@ -44,16 +46,16 @@ from memlane.types import (
     SearchHit,
     SessionState,
     Status,
-    WriteResult,
     parse_type,
 )
 from memlane.upkeep import Upkeep
 from memlane.views import Views
+from memlane.writes import Writes
 
 __all__ = ["MemoryEngine", "MemoryInput"]
 
 
-class MemoryEngine(Views, Upkeep):
+class MemoryEngine(Writes, Views, Upkeep):
     """Long-term memory for one home folder.
 
     Open with :meth:`open` (or construct with explicit parts for tests); use as a context manager
@@ -149,141 +151,6 @@ class MemoryEngine(Views, Upkeep):
         """One query embedding (LRU-cached per process), shape ``(dimension,)``."""
         return self.embeddings.embed_query(text)
 
-    # ------------------------------------------------------------------ write path
-    def add(
-        self,
-        content: str,
-        *,
-        type: MemoryType | str = MemoryType.FACT,
-        owner: str | None = None,
-        agent: str | None = None,
-        session: str | None = None,
-        importance: float | None = None,
-        source: str | None = None,
-        metadata: Mapping[str, Any] | None = None,
-        project: str | None = None,
-    ) -> WriteResult:
-        """Offer one memory to the write path (validate, hash, embed, dedup; one transaction):
-        global to the owner, or of ``project`` (deduplicated against what a turn in it sees:
-        its memories and the global ones).
-
-        Raises:
-            InvalidMemory: empty, too long, an injected block, unknown type, bad importance.
-            EmbeddingError: the model failed (nothing written).
-            StoreError: the store failed (nothing written).
-        """
-        item = MemoryInput(
-            content, type, owner, agent, session, importance, source, metadata or {}, project
-        )
-        return self.add_many([item])[0]
-
-    def add_many(
-        self, items: Iterable[MemoryInput | Mapping[str, Any]]
-    ) -> builtins.list[WriteResult]:
-        """Offer a batch (see :meth:`memlane.dedup.write.WritePath.add_many`): deduplicated
-        against the store and within itself, written in one transaction. An item without an
-        owner gets :meth:`owner_of`'s."""
-        return self.writer.add_many([self._owned(i) for i in items])
-
-    def _owned(self, item: MemoryInput | Mapping[str, Any]) -> MemoryInput:
-        """``item`` as a :class:`MemoryInput` with the owner rule's owner when it names none."""
-        one = item if isinstance(item, MemoryInput) else MemoryInput.from_dict(item)
-        if one.owner is not None:
-            return one
-        return dataclasses.replace(one, owner=resolve_owner(None, self.settings.scope.owner))
-
-    def learn(
-        self,
-        messages: Sequence[Any],
-        *,
-        owner: str | None = None,
-        agent: str | None = None,
-        session: str | None = None,
-        metadata: Mapping[str, Any] | None = None,
-        project: str | None = None,
-    ) -> builtins.list[WriteResult]:
-        """Extract memories from a conversation with the configured LLM and offer them to the
-        write path as one batch. Injected ``[Context from memory]`` blocks never reach the model.
-        With a ``session``, only the messages after those learned from before are read (the
-        same growing history can be passed every turn). ``metadata`` goes on every memory.
-
-        Raises:
-            ConfigError: no LLM configured (``[llm] provider``).
-            LLMError: the model failed or answered malformed JSON (nothing written).
-        """
-        from memlane.history import is_injection_block
-        from memlane.learn import conversation_text, to_inputs
-
-        owner = self.owner_of(owner, agent)
-        check_scope("session", session)
-        if not isinstance(self.llm, Learner):
-            raise ConfigError(
-                "llm.provider",
-                self.settings.llm.provider,
-                "learning from conversations needs an LLM: set [llm] provider to openai or "
-                "anthropic (and model) in memlane.toml or MEMLANE_LLM__PROVIDER",
-            )
-        talk = [m for m in messages if not is_injection_block(m)]
-        start = self.store.learned_messages(owner, session) if session else 0
-        if start > len(talk):  # a shorter history (compacted, or another conversation): all
-            start = 0
-        transcript = conversation_text(talk[start:])
-        results: builtins.list[WriteResult] = []
-        if transcript.strip():
-            extracted = self.llm.extract_memories(transcript)
-            items = to_inputs(
-                extracted, owner=owner, agent=agent, session=session, metadata=metadata
-            )
-            if project is not None:  # of the project the conversation was held in
-                items = [dataclasses.replace(i, project=project) for i in items]
-            results = self.writer.add_many(items) if items else []
-        if session:  # only after the memories are written: a failure re-reads these messages
-            self.store.set_learned_messages(owner, session, len(talk))
-        return results
-
-    def validate(self, item: MemoryInput) -> None:
-        """Check one offered memory without writing it. Raises :class:`InvalidMemory`."""
-        self.writer.validate(self._owned(item))
-
-    # ------------------------------------------------------------------ other writes
-    def update(
-        self, memory_id: str, content: str, *, owner: str | None = None, agent: str | None = None
-    ) -> Memory:
-        """Give a memory of the scope new text (same id; the old text is kept in its history).
-
-        Raises:
-            NotFound: no active memory with that id in the scope.
-            InvalidMemory: the new text is invalid (see :meth:`add`).
-        """
-        return self.writer.update(self.get(memory_id, owner=owner, agent=agent), content)
-
-    def forget(
-        self, memory_id: str, *, owner: str | None = None, agent: str | None = None
-    ) -> Memory:
-        """Mark a memory of the scope forgotten (kept on disk with its history; never searched
-        or injected).
-
-        Raises:
-            NotFound: no active memory with that id in the scope.
-        """
-        return self.writer.forget(self.get(memory_id, owner=owner, agent=agent))
-
-    def purge(
-        self, memory_id: str | None, *, owner: str | None = None, agent: str | None = None
-    ) -> int:
-        """Delete a memory of the scope (any status) and every row holding its text, or with
-        ``memory_id`` None everything of ``owner`` (docs/security.md). Returns the memories
-        deleted. Raises :class:`NotFound` (no memory with that id in the scope)."""
-        owner = self.owner_of(owner, agent)
-        if memory_id is None:
-            return self.store.purge(owner)
-        memory = self.get(memory_id, owner=owner, agent=agent, include_inactive=True)
-        return self.store.purge(owner, [memory.id])
-
-    def restore(self, memory_id: str, *, owner: str | None = None) -> Memory:
-        """Undo :meth:`forget` (:meth:`WritePath.restore`). Raises :class:`NotFound`."""
-        return self.writer.restore(self.get(memory_id, owner=owner, include_inactive=True))
-
     # ------------------------------------------------------------------ reads
     def get(
         self,
@@ -375,13 +242,16 @@ class MemoryEngine(Views, Upkeep):
         agent: str | None = None,
         limit: int = 10,
         types: Sequence[MemoryType | str] | None = None,
-        mode: str = "hybrid",
+        mode: str | Recipe = "hybrid",
         include_inactive: bool = False,
         project: str | None = None,
+        record_access: bool = True,
     ) -> builtins.list[SearchHit]:
         """Hybrid search (see :mod:`memlane.retrieval`); expired (superseded) memories only
         with ``include_inactive``; with ``project``, that project's memories and the global
-        ones. Raises :class:`InvalidArgument`."""
+        ones. ``mode``: ``hybrid``, ``vector``, ``fts`` or a :class:`~memlane.retrieval.Recipe`
+        (the replay's side-by-side runs); ``record_access=False`` leaves the hits' access
+        counts as they were (the replay's measurements). Raises :class:`InvalidArgument`."""
         owner = self.owner_of(owner, agent)
         _check_project(project)
         return self.retriever.search(
@@ -393,6 +263,7 @@ class MemoryEngine(Views, Upkeep):
             types=types,
             mode=mode,
             include_inactive=include_inactive,
+            record_access=record_access,
         )
 
     # ------------------------------------------------------------------ injection

@@ -45,11 +45,11 @@ CHUNK = 256
 
 def export_lines(engine: MemoryEngine, owner: str | None = None) -> Iterator[str]:
     """The export of ``owner`` (None: every owner), one JSON line at a time, header first."""
-    owners = [owner] if owner is not None else sorted({o for o, *_ in engine.store.counts()})
+    owners = [owner] if owner is not None else sorted({o for o, *_ in engine.counts()})
     memories: list[Memory] = []
     for name in owners:
         for status in Status:
-            memories += engine.store.list_memories(name, limit=2**62, status=status)
+            memories += engine.list(owner=name, limit=2**62, status=status)
     memories.sort(key=lambda m: (m.owner, m.created_at, m.id))
     yield json.dumps(
         {
@@ -57,7 +57,7 @@ def export_lines(engine: MemoryEngine, owner: str | None = None) -> Iterator[str
             "version": VERSION,
             "exported_at": to_iso(utcnow()),
             "owner": owner,
-            "embedding_model": engine.embedder.name,
+            "embedding_model": engine.model_name,
             "memories": len(memories),
         },
         ensure_ascii=False,
@@ -66,7 +66,7 @@ def export_lines(engine: MemoryEngine, owner: str | None = None) -> Iterator[str
         row = m.to_dict()
         row["history"] = [
             {k: v for k, v in h.to_dict().items() if k != "memory_id"}
-            for h in engine.store.history(m.owner, m.id)
+            for h in engine.history(m.id, owner=m.owner)
         ]
         yield json.dumps(row, ensure_ascii=False)
 
@@ -103,30 +103,26 @@ def import_lines(engine: MemoryEngine, lines: Iterable[str]) -> ImportReport:
     if version != VERSION:
         raise InvalidArgument(f"{FORMAT} version {version!r}: this memlane reads version 1")
     report = ImportReport()
-    ready: list[tuple[Memory, list[MemoryVersion]]] = []
+    parsed: list[tuple[Memory, list[MemoryVersion]]] = []
     for n, line in numbered[1:]:
         try:
-            memory, history = _parse(engine, json.loads(line))
+            parsed.append(_parse(engine, json.loads(line)))
         except (ValueError, TypeError, KeyError, InvalidMemory) as exc:
             report.errors.append({"line": n, "error": f"{type(exc).__name__}: {exc}"})
-            continue
-        if engine.store.get(memory.owner, memory.id) is None:
-            ready.append((memory, history))
-        else:
-            report.skipped += 1
+    stored: set[tuple[str, str]] = set()  # (owner, id) of the memories already in the store
+    for owner in {m.owner for m, _ in parsed}:
+        ids = [m.id for m, _ in parsed if m.owner == owner]
+        stored |= {(owner, i) for i in engine.get_many(ids, owner=owner)}
+    ready = [(m, h) for m, h in parsed if (m.owner, m.id) not in stored]
+    report.skipped = len(parsed) - len(ready)
     for start in range(0, len(ready), CHUNK):
-        chunk = ready[start : start + CHUNK]
-        vectors = engine.embeddings.embed([m.content for m, _ in chunk])
-        with engine.store.transaction():
-            for (memory, history), vector in zip(chunk, vectors, strict=True):
-                engine.store.restore(memory, history, vector)
-        report.restored += len(chunk)
+        report.restored += engine.restore_memories(ready[start : start + CHUNK])
     return report
 
 
 def _parse(engine: MemoryEngine, row: dict[str, Any]) -> tuple[Memory, list[MemoryVersion]]:
     """One exported memory, checked by the write path (limits, secrets, private spans)."""
-    draft = engine.writer.validate(
+    draft = engine.validate(
         MemoryInput(
             row["content"],
             MemoryType(row["type"]),
@@ -162,7 +158,7 @@ def _parse(engine: MemoryEngine, row: dict[str, Any]) -> tuple[Memory, list[Memo
     )
     history = []
     for h in row.get("history") or []:
-        text = engine.writer.validate(MemoryInput(h["content"], draft.type, draft.owner)).content
+        text = engine.validate(MemoryInput(h["content"], draft.type, draft.owner)).content
         history.append(
             MemoryVersion(
                 memory_id=memory.id,

@@ -1,7 +1,9 @@
 """Pure values: memories, write results, search hits, injections.
 
 All are frozen dataclasses; identity and persistence live in the store. ``to_dict()`` gives the
-JSON shape used by the CLI and (later) the HTTP API.
+one JSON shape of each (datetimes ISO 8601 with their ``+00:00`` offset, enums as values), used
+by every door: the CLI's ``--json``, the HTTP API (pydantic serialises these types through
+``to_dict``), the MCP server and the hook client.
 """
 
 from __future__ import annotations
@@ -147,6 +149,11 @@ def _jsonable(value: Any) -> Any:
     return value
 
 
+def _as_dict(value: _ToDict) -> dict[str, Any]:
+    """``value.to_dict()`` (the subclass's own, e.g. :class:`WriteResult`'s ``duplicate``)."""
+    return value.to_dict()
+
+
 def parse_type(value: MemoryType | str, error: type[Exception] = ValueError) -> MemoryType:
     """``value`` as a :class:`MemoryType`; else ``error`` with a message naming the valid types."""
     try:
@@ -161,6 +168,20 @@ class _ToDict:
         out = _jsonable(self)
         assert isinstance(out, dict)
         return out
+
+    @classmethod
+    def __get_pydantic_core_schema__(cls, source: Any, handler: Any) -> Any:
+        """pydantic's schema of the dataclass (validation and the OpenAPI schema unchanged),
+        serialised to JSON through :meth:`to_dict`: the HTTP API answers what the CLI prints
+        (pydantic's own form would write UTC as ``Z``). pydantic is imported only when a model
+        using these types is built (the server), never by importing this module."""
+        from pydantic_core import core_schema
+
+        schema = handler(source)
+        schema["serialization"] = core_schema.plain_serializer_function_ser_schema(
+            _as_dict, when_used="json"
+        )
+        return schema
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,5 +1,5 @@
 """What the front doors show that is not a memory operation: the store's statistics, a
-session's recent injection events, memories by id, the model's name. A base of
+session's recent injection events, memories by id, the model's name and runtime. A base of
 :class:`~memlane.engine.MemoryEngine`, so that the doors (CLI, HTTP server, pages, MCP, hooks)
 read through the engine only, never ``engine.store`` or ``engine.embedder``.
 """
@@ -55,6 +55,14 @@ class Views:
     def model_name(self) -> str:
         """The embedding model's name (as the store records it)."""
         return self.embedder.name
+
+    @property
+    def model_backend(self) -> str | None:
+        """What runs the embedding model, as the model says (the local model: its runtime and
+        weights, e.g. ``"onnxruntime (int8, ...)"``); ``None`` for a model that names none (the
+        replay report's ``settings.embedding.backend``)."""
+        backend = getattr(self.embedder, "backend", None)
+        return None if backend is None else str(backend)
 
     @property
     def store_id(self) -> str:

@@ -27,15 +27,18 @@ import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from memlane.config import Settings
 from memlane.dedup.pipeline import decide
-from memlane.embeddings import embed_texts, embedder_from_settings
+from memlane.embeddings import embedder_from_settings
 from memlane.errors import ConfigError
 from memlane.eval.calibrate import Pair, _stored, cosines, load_pairs, scores
 from memlane.llm import LLM, LLMVerdict, make_llm
 from memlane.types import Decision
+
+if TYPE_CHECKING:
+    from memlane.engine import MemoryEngine
 
 #: The files the pairs come from, relative to the data folder (``../shared/data``).
 PAIR_FILES = ("paws/paws_dev.tsv", "stsb/stsb_dev.tsv")
@@ -217,7 +220,7 @@ def bench_learn(
                 results, error = [], str(exc)
             stats = engine.llm_stats()
             learned = [r.memory.content for r in results]
-            support = _support(engine.embedder, learned, observations)
+            support = _support(engine, learned, observations)
     memories: list[dict[str, Any]] = [
         {"content": text, "decision": r.decision.value, "best_observation": obs, "cosine": cos}
         for text, r, (obs, cos) in zip(learned, results, support, strict=True)
@@ -238,11 +241,14 @@ def bench_learn(
     }
 
 
-def _support(embedder: Any, learned: list[str], observations: list[str]) -> list[tuple[str, float]]:
+def _support(
+    engine: MemoryEngine, learned: list[str], observations: list[str]
+) -> list[tuple[str, float]]:
+    """Each learned text's nearest observation and its cosine (the engine's model)."""
     if not learned or not observations:
         return [("", 0.0) for _ in learned]
-    a = embed_texts(embedder, learned)
-    b = embed_texts(embedder, observations)
+    a = engine.embed(learned)
+    b = engine.embed(observations)
     sims = a @ b.T
     best = sims.argmax(axis=1)
     return [(observations[j], round(float(sims[i, j]), 4)) for i, j in enumerate(best)]

@@ -40,6 +40,7 @@ from mcp.server.fastmcp.exceptions import ToolError
 from pydantic import Field
 
 from memlane.errors import MemlaneError
+from memlane.types import Memory
 
 log = logging.getLogger("memlane.mcp")
 
@@ -110,16 +111,16 @@ class EngineHolder:
             self.engine.close()
 
 
-def _memory(m: Any, **extra: Any) -> dict[str, Any]:
-    return {
-        "id": m.id,
-        "content": m.content,
-        "type": m.type.value,
-        "importance": m.importance,
-        "created_at": m.created_at.isoformat(),
-        "project": m.project,  # None: global
-        **extra,
-    }
+#: The fields of a memory the MCP tools answer with (a model reads them: fewer tokens than the
+#: whole memory); ``project`` ``None``: global.
+MEMORY_FIELDS = ("id", "content", "type", "importance", "created_at", "project")
+
+
+def _memory(m: Memory, **extra: Any) -> dict[str, Any]:
+    """:data:`MEMORY_FIELDS` of ``m.to_dict()`` (the one serialisation of a memory), with
+    ``extra``."""
+    whole = m.to_dict()
+    return {name: whole[name] for name in MEMORY_FIELDS} | extra
 
 
 def build_server(

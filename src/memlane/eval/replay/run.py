@@ -134,10 +134,7 @@ def replay(
             stats.append(_replay_beam_one(engine, conv, count_tokens, advance, recipes))
         else:
             stats.append(_replay_one(engine, conv, count_tokens, advance, learn, recipes))
-    backend = getattr(engine.embedder, "backend", None)
-    report = build_report(
-        stats, engine.settings, tokenizer, None if backend is None else str(backend)
-    )
+    report = build_report(stats, engine.settings, tokenizer, engine.model_backend)
     report["seconds"] = round(time.perf_counter() - started, 3)
     out = {
         "file": source,
@@ -272,9 +269,7 @@ class _Chat:
 
         # What injecting the top max_total results on every turn, no dedup, would cost.
         query = build_query(text, recent, cfg)
-        naive = engine.retriever.search(
-            query, owner=self.owner, limit=cfg.max_total, record_access=False
-        )
+        naive = engine.search(query, owner=self.owner, limit=cfg.max_total, record_access=False)
         naive_block = format_block([], [h.memory for h in naive])
         naive_tokens = self.count_tokens(naive_block) if naive_block else 0
         st.tokens_naive += naive_tokens
@@ -304,7 +299,7 @@ def _score_questions(
         wanted = set(question.evidence)
         for mode, how in runs:
             t0 = time.perf_counter()
-            hits = engine.retriever.search(
+            hits = engine.search(
                 question.text, owner=owner, limit=QUESTION_LIMIT, mode=how, record_access=False
             )
             st.question_latencies.setdefault(mode, []).append((time.perf_counter() - t0) * 1000.0)
