@@ -429,7 +429,11 @@ class MemoryStore(SearchReads, Protocol):
         memories since its last reset, and the embeddings of the session's injected memories
         and of ``candidates`` (ids not ``owner``'s are left out). Write: joins the open
         transaction (whose lock on the session it holds to the end: concurrent turns of one
-        session select one after the other), or runs in its own."""
+        session select one after the other), or runs in its own. That transaction commits
+        without waiting for the disk (PostgreSQL: ``synchronous_commit = off``; SQLite's
+        commits never wait: docs/postgres.md "Durability of an injection turn's
+        bookkeeping"): start a turn in a transaction of its own, never in one that writes
+        memories."""
         ...
 
     def finish_turn(

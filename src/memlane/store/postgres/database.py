@@ -230,7 +230,12 @@ class PostgresDatabase:
         keys = sorted(taken)
         try:
             with self.pool.connection() as conn:
-                done = Q(conn, self.dialect).all(*_flush_sql(taken, keys, force))
+                try:
+                    done = Q(conn, self.dialect).batch(_flush_block(taken, keys, force))[2]
+                except psycopg.Error:
+                    with contextlib.suppress(psycopg.Error):
+                        conn.rollback()  # the block's transaction, failed
+                    raise
                 self._settle(conn, taken, keys, done)
         except psycopg.Error as exc:
             if getattr(exc, "sqlstate", None) == "25006":  # a read replica: counts stay there
@@ -258,17 +263,18 @@ class PostgresDatabase:
 
     def _commit(self, q: Q) -> None:
         """Send the transaction's deferred writes and ``COMMIT`` in one round trip, with the
-        access counts due (:meth:`_flush`'s statement) after the ``COMMIT`` in the same trip:
-        outside the transaction (autocommit, ``SKIP LOCKED``), so it never widens the
-        transaction's locks, and the turn that recorded them costs no trip of its own. When
-        only that statement fails (after a successful ``COMMIT``), its counts go back to the
-        buffer and the transaction stands; any other error is the transaction's."""
+        access counts due (:meth:`_flush`'s block) after the ``COMMIT`` in the same trip:
+        a transaction of their own (``SKIP LOCKED``), so they never widen the transaction's
+        locks, and the turn that recorded them costs no trip of its own. When only that block
+        fails (after a successful ``COMMIT``), its counts go back to the buffer and the
+        transaction stands; any other error is the transaction's."""
         taken = self._access.take(due=True)
         keys = sorted(taken)
         todo = [*q.pending, ("COMMIT", None)]
+        commit_at = len(todo) - 1
         q.pending.clear()
         if taken:
-            todo.append(_flush_sql(taken, keys, False))
+            todo.extend(_flush_block(taken, keys, False))
         cursors: list[Any] = []
         try:
             try:
@@ -278,13 +284,15 @@ class PostgresDatabase:
             finally:
                 observe(self.dialect, len(todo))
             if taken:
-                self._settle(q.conn, taken, keys, cursors[-1].fetchall())
+                self._settle(q.conn, taken, keys, cursors[commit_at + 3].fetchall())
         except psycopg.Error:
             committed = (
-                taken and len(cursors) == len(todo) and cursors[-2].statusmessage == "COMMIT"
+                taken and len(cursors) == len(todo) and cursors[commit_at].statusmessage == "COMMIT"
             )
             if not committed:
                 raise
+            with contextlib.suppress(psycopg.Error):
+                q.conn.rollback()  # the access counts' block, failed
         finally:
             self._access.put_back(taken)
 
@@ -317,6 +325,21 @@ class PostgresDatabase:
                 self._feed_conn.close()
                 self._feed_conn = None
         self.pool.close()
+
+
+def _flush_block(
+    taken: dict[tuple[str, str], tuple[int, Any]], keys: Sequence[tuple[str, str]], force: bool
+) -> list[tuple[str, Any]]:
+    """:func:`_flush_sql` in a transaction of its own that commits without waiting for the
+    disk (``synchronous_commit = off``): the counts are best-effort statistics, buffered in
+    memory for seconds anyway, and the ~2 ms of an fsync each turn bought nothing. Its rows
+    are the third statement's."""
+    return [
+        ("BEGIN", None),
+        (PostgresDialect.async_commit_sql, None),
+        _flush_sql(taken, keys, force),
+        ("COMMIT", None),
+    ]
 
 
 def _flush_sql(

@@ -49,6 +49,12 @@ class Dialect:
     #: The driver's base error class(es): what :func:`memlane.store.sql.errors.translating`
     #: turns into memlane errors.
     errors: tuple[type[BaseException], ...] = ()
+    #: The statement that lets the open transaction commit without waiting for its log to
+    #: reach the disk (``None``: nothing to do). SQLite's commits never wait for the disk
+    #: (WAL with ``synchronous = NORMAL``: a commit survives the process, not a power cut);
+    #: PostgreSQL's do by default, and ``SET LOCAL synchronous_commit = off`` gives the
+    #: transaction SQLite's guarantee (lost only with the server or the machine, never torn).
+    async_commit_sql: str | None = None
 
     def sql(self, text: str) -> str:
         """``text`` (``?`` placeholders) in the driver's placeholder style."""
@@ -125,6 +131,7 @@ class PgDialect(Dialect):
     greatest = "GREATEST"
     owner_filter = "owner"
     hash_hint = ""
+    async_commit_sql = "SET LOCAL synchronous_commit = off"
 
     def sql(self, text: str) -> str:
         return _pg_sql(text)
