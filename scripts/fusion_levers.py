@@ -115,7 +115,7 @@ def collect(path: Path, chosen: str | None, home: Path | None) -> tuple[list[Q],
                     real = {
                         name: [
                             h.memory.id
-                            for h in engine.retriever.search(
+                            for h in engine.search(
                                 q.text, owner=owner, limit=10, mode=r, record_access=False
                             )
                         ]

@@ -126,3 +126,38 @@ def test_a_write_and_a_memory_read_the_same_through_the_cli_and_http(
     assert http_write["decision"] == "hash_exact" and http_write["duplicate"] is True
     assert http_write["memory"] == http_after
     assert set(written) == set(http_write)
+
+
+def test_every_result_type_serialises_as_its_to_dict_through_pydantic(
+    store_backend: Backend,
+) -> None:
+    # The HTTP API answers these types through pydantic (FastAPI's response models); the CLI,
+    # MCP and exports through to_dict(). Both are one code path: each result the engine gives
+    # serialises to the same JSON either way.
+    from pydantic import TypeAdapter
+
+    engine = store_backend.engine()
+    first = engine.add("Ada keeps her bike in the basement", owner="ada")
+    again = engine.add("Ada keeps her bike in the basement", owner="ada")
+    near = engine.add("Ada keeps her red bike in the basement", owner="ada")  # gray: unreviewed
+    memory = engine.update(first.memory.id, "Ada keeps her bike in the garage", owner="ada")
+    results: list[object] = [
+        first,
+        again,
+        near,
+        memory,
+        *engine.history(memory.id, owner="ada"),
+        *engine.search("where is the bike?", owner="ada"),
+        engine.inject("s1", "where does Ada keep her bike?", owner="ada"),
+        engine.session("s1", owner="ada"),
+        *engine.dedup_log(owner="ada"),
+    ]
+    pending = engine.review_pending(owner="ada")
+    results += pending
+    results.append(engine.review(pending[0].id, "confirm", owner="ada"))
+    kinds = {type(r).__name__ for r in results}
+    assert {"WriteResult", "Memory", "MemoryVersion", "SearchHit", "Injection"} <= kinds
+    assert {"SessionState", "DedupLogEntry", "ReviewOutcome"} <= kinds
+    for result in results:
+        to_dict = getattr(result, "to_dict")  # noqa: B009
+        assert TypeAdapter(type(result)).dump_python(result, mode="json") == to_dict()

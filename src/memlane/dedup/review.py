@@ -38,6 +38,7 @@ from memlane.types import (
     MemoryType,
     Relation,
     ReviewStatus,
+    _ToDict,
 )
 
 __all__ = ["EMBEDDING_DECISIONS", "ReviewOutcome", "Reviewer", "kept_apart"]
@@ -49,10 +50,12 @@ EMBEDDING_DECISIONS = frozenset(
 
 
 @dataclass(frozen=True, slots=True)
-class ReviewOutcome:
+class ReviewOutcome(_ToDict):
     """What one review did: ``action`` ``confirmed``, ``reversed`` (``restored`` is the memory
     written back) or ``conflict`` (a live memory, ``conflict_id``, already holds the text:
-    nothing written); ``entry``: the row as it now stands."""
+    nothing written); ``entry``: the row as it now stands. ``to_dict()``: the one serialisation
+    of memlane's result types (:mod:`memlane.types`), which the CLI's ``--json`` prints and the
+    HTTP API answers."""
 
     action: Literal["confirmed", "reversed", "conflict"]
     entry: DedupLogEntry
@@ -60,16 +63,6 @@ class ReviewOutcome:
     restored: Memory | None = None
     conflict_id: str | None = None
     reasoning: str | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "action": self.action,
-            "entry": self.entry.to_dict(),
-            "message": self.message,
-            "restored": self.restored.to_dict() if self.restored else None,
-            "conflict_id": self.conflict_id,
-            "reasoning": self.reasoning,
-        }
 
 
 class Reviewer:
