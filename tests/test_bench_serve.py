@@ -31,12 +31,19 @@ def test_bench_serve_reports_levels_and_loses_no_write(
             "4",
             "--home",
             str(tmp_path / "bench"),
+            "--workers",
+            "2",
             "--json",
         ],
     )
     assert result.exit_code == 0, result.output
     report = json.loads(result.stdout)
     assert [lv["clients"] for lv in report["levels"]] == [1, 4]
+    # the server's two workers did the work: their CPU time and memory are reported
+    assert report["workers"] == 2
+    assert all(lv["server_cpu_ms_per_call"] > 0 for lv in report["levels"])
+    rss = report["server_rss_mib"]
+    assert rss["parent"] > 0 and len(rss["workers"]) == 2 and min(rss["workers"]) > 0
     assert all(lv["errors"] == 0 for lv in report["levels"])
     assert all(lv["all"]["calls"] == 30 for lv in report["levels"])
     assert report["in_process"]["all"]["calls"] == 30

@@ -324,6 +324,12 @@ def serve_cmd(
     cache_dir: CacheOption = None,
     rebuild: RebuildOption = False,
     json_out: JsonOption = False,
+    workers: Annotated[
+        int | None,
+        typer.Option(
+            "--workers", min=1, help="memlane serve --workers (default: the server's default)."
+        ),
+    ] = None,
 ) -> None:
     """Load the HTTP server: 1, 8 and 32 clients, 70% inject / 20% search / 10% add, against
     the same calls in-process; then read every acknowledged write back.
@@ -341,13 +347,16 @@ def serve_cmd(
         raise fail(f"--clients takes 1..256 clients per level, got {clients!r}", 2)
     with handle_errors():
         prepared = _prepare(memories, seed, home, cache_dir, rebuild, batch)
-        result = run_serve(prepared, seed=seed, calls=calls, clients=levels, warmup=warmup)
+        result = run_serve(
+            prepared, seed=seed, calls=calls, clients=levels, warmup=warmup, workers=workers
+        )
     if json_out:
         print_json(result)
         return
     table = Table(
         title=f"bench serve: {result['memories']:,} memories ({result['embedder']}), "
-        f"{calls} calls per level, 70% inject / 20% search / 10% add",
+        f"{calls} calls per level, 70% inject / 20% search / 10% add, "
+        f"{result['workers']} worker(s)",
         title_justify="left",
     )
     for col in (
@@ -359,6 +368,8 @@ def serve_cmd(
         "search p95 ms",
         "add p95 ms",
         "all p99 ms",
+        "server CPU ms/call",
+        "server cores",
     ):
         table.add_column(col, justify="right")
     rows = [("in-process", result["in_process"])] + [("HTTP", lv) for lv in result["levels"]]
@@ -373,9 +384,21 @@ def serve_cmd(
             f"{lv.get('search', {}).get('p95_ms', 0):.1f}",
             f"{lv.get('add', {}).get('p95_ms', 0):.1f}",
             f"{lv['all']['p99_ms']:.1f}",
+            f"{lv['server_cpu_ms_per_call']:.1f}" if "server_cpu_ms_per_call" in lv else "-",
+            f"{lv['server_cores']:.2f}" if "server_cores" in lv else "-",
         )
     out.print(table)
     err.print(
         f"inject p95, HTTP at 1 client minus in-process: {result['inject_p95_gap_ms_at_1_client']} ms; "
         f"acknowledged writes {result['acknowledged_writes']}, lost {result['lost_writes']}"
     )
+    rss = result["server_rss_mib"]
+    if rss["parent"] is not None:
+        err.print(
+            f"server resident memory: parent {rss['parent']} MiB"
+            + (
+                f", workers {', '.join(f'{w} MiB' for w in rss['workers'])}"
+                if rss["workers"]
+                else ""
+            )
+        )

@@ -7,14 +7,13 @@ from __future__ import annotations
 
 import errno
 import ipaddress
-import logging
 import os
 import signal
 import socket
-import sys
+from importlib import import_module
 from pathlib import Path
 from types import FrameType
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -22,26 +21,19 @@ from memlane.cli.app import HomeOption, app, err, fail
 from memlane.cli.render import announce_new_store, new_store
 from memlane.errors import ConfigError
 
+if TYPE_CHECKING:
+    from memlane.config import Settings
+
 #: The signals that stop the server cleanly.
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+#: ``--workers`` when not given: the CPU count up to this many (docs/server.md: measured).
+DEFAULT_MAX_WORKERS = 2
+#: The most ``--workers`` takes (each holds its own model and search caches).
+MAX_WORKERS = 32
 
 
 def _stopped(sig: int, frame: FrameType | None) -> None:
     """Handler of :data:`STOP_SIGNALS` while uvicorn runs (it handles them first)."""
-
-
-def _log_to_stderr() -> None:
-    """The server's own notices (reloads, errors) on stderr; the engine's per-call INFO lines
-    only with ``-v`` (a line per turn is too much for a service, and with ``-v`` the CLI has
-    set the handler already)."""
-    root = logging.getLogger("memlane")
-    if root.handlers:
-        return
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
-    root.addHandler(handler)
-    root.setLevel(logging.WARNING)
-    logging.getLogger("memlane.server").setLevel(logging.INFO)
 
 
 def is_loopback(host: str) -> bool:
@@ -152,6 +144,17 @@ def serve(
             help="Stop after this many seconds without a request (0: never).",
         ),
     ] = 0.0,
+    workers: Annotated[
+        int | None,
+        typer.Option(
+            "--workers",
+            min=1,
+            max=MAX_WORKERS,
+            help="Worker processes, each with its own engine and model, serving one port "
+            "(default: as many as the CPUs, at most 2; 1 with --daemon). More workers use "
+            "more cores under concurrent clients and more memory (docs/server.md).",
+        ),
+    ] = None,
 ) -> None:
     """Serve the HTTP API (/v1, OpenAPI at /docs) and the web pages until SIGTERM or ^C.
 
@@ -161,9 +164,8 @@ def serve(
     <home>/run/server.json (URL, pid, store id): the hooks of this home use it and no other
     server; a memory daemon of this home is stopped first (docs/integrations.md).
 
-    Example:  memlane serve --port 8766"""
+    Example:  memlane serve --port 8766 --workers 2"""
     from memlane.config import Settings, resolve_home
-    from memlane.engine import MemoryEngine
     from memlane.hooks.daemon import new_token
 
     settings = Settings.load(home)
@@ -182,9 +184,8 @@ def serve(
             "MEMLANE_SERVER__TOKEN, or bind to 127.0.0.1",
         )
     try:
+        import_module("memlane.server.app")  # FastAPI and uvicorn: the server extra
         from memlane.server import lifecycle
-        from memlane.server.app import create_app
-        from memlane.server.state import ServerState
     except ImportError as exc:
         raise fail(
             f"memlane serve needs the server extra: pip install 'memlane[server]' ({exc})"
@@ -192,7 +193,8 @@ def serve(
 
     if not daemon:
         check_port(bind, bind_port)
-    _log_to_stderr()
+    count = workers or default_workers(daemon)
+    lifecycle.log_to_stderr()
     root = resolve_home(home)
     try:
         lock = lifecycle.acquire(root, daemon=daemon)
@@ -206,6 +208,38 @@ def serve(
     except OSError as exc:
         os.close(lock)
         raise fail(f"cannot listen on {bind}:{bind_port}: {exc.strerror or exc}") from None
+    try:
+        if count == 1:
+            _serve_here(settings, home, root, sock, daemon, idle_shutdown)
+        else:
+            _serve_workers(settings, home, root, sock, daemon, idle_shutdown, count)
+    finally:
+        sock.close()
+        os.close(lock)
+
+
+def default_workers(daemon: bool) -> int:
+    """``--workers`` when not given: 1 for a daemon (one user's hooks, a few calls a turn),
+    else the CPU count, at most :data:`DEFAULT_MAX_WORKERS` (docs/server.md: measured)."""
+    if daemon:
+        return 1
+    return max(1, min(DEFAULT_MAX_WORKERS, os.cpu_count() or 1))
+
+
+def _serve_here(
+    settings: Settings,
+    home: Path | None,
+    root: Path,
+    sock: socket.socket,
+    daemon: bool,
+    idle_shutdown: float,
+) -> None:
+    """Serve in this process (one worker)."""
+    from memlane.engine import MemoryEngine
+    from memlane.server import lifecycle
+    from memlane.server.app import create_app
+    from memlane.server.state import ServerState
+
     created = new_store(settings)
     engine = MemoryEngine.open(home, settings)
     if created:
@@ -238,6 +272,49 @@ def serve(
             state.stop_watching()
     finally:
         engine.close()
-        sock.close()
-        os.close(lock)
     err.print("memlane serve: stopped, store closed")
+
+
+def _serve_workers(
+    settings: Settings,
+    home: Path | None,
+    root: Path,
+    sock: socket.socket,
+    daemon: bool,
+    idle_shutdown: float,
+    count: int,
+) -> None:
+    """Serve with ``count`` worker processes (:mod:`memlane.server.workers`)."""
+    from memlane.engine import MemoryEngine
+    from memlane.server import workers
+
+    # The store is created or migrated here, once, before any worker opens it.
+    created = new_store(settings)
+    with MemoryEngine.open(home, settings) as engine:
+        store_id = engine.store_id
+        model = engine.model_name
+    if created:
+        announce_new_store(settings)
+    kept = {"server": {"token": settings.server.token}} if daemon else {}
+    spec = workers.WorkerSpec(root, kept, daemon)
+    err.print(f"starting {count} workers, each loading the embedding model ({model}) ...")
+
+    def announce(record: dict[str, object], pids: list[int]) -> None:
+        pid_list = ", ".join(map(str, pids))
+        err.print(
+            f"memlane serve: {record['url']} (pid {os.getpid()}, {count} workers: {pid_list})"
+        )
+
+    try:
+        workers.serve(
+            spec,
+            count,
+            sock=sock,
+            token=settings.server.token,
+            store_id=store_id,
+            idle_shutdown_s=idle_shutdown,
+            announce=announce,
+        )
+    except workers.WorkerFailed as exc:
+        raise fail(f"memlane serve: {exc}") from None
+    err.print(f"memlane serve: stopped, store closed ({count} workers)")

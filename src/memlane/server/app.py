@@ -150,6 +150,25 @@ class _TooLarge(Exception):
     pass
 
 
+class FreshSettings:
+    """Look at ``memlane.toml``'s stamp (one ``stat``) before each request and reload it when
+    it changed: a change saved through another worker process of the same server (or by hand)
+    is used by the very next request here, not only at the watcher's next look
+    (:meth:`ServerState.check_file`; an invalid file is tried once per change and logged)."""
+
+    def __init__(self, app: ASGIApp, state: ServerState) -> None:
+        self.app = app
+        self.state = state
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            try:
+                self.state.check_file()
+            except Exception:  # the request goes on with the settings in use
+                log.exception("reading memlane.toml")
+        await self.app(scope, receive, send)
+
+
 def _unreadable(cause: BaseException) -> str:
     """Why a body could not be read as JSON (FastAPI's own message says only "error parsing")."""
     if isinstance(cause, UnicodeDecodeError):
@@ -201,6 +220,7 @@ def create_app(state: ServerState) -> FastAPI:
         problem=problem,
     )
     app.add_middleware(BodyLimit, limit=server.max_body_bytes)
+    app.add_middleware(FreshSettings, state=state)
 
     @app.exception_handler(MemlaneError)
     async def _memlane(request: Request, exc: MemlaneError) -> Response:

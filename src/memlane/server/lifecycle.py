@@ -10,12 +10,15 @@ counts requests, and a watcher thread stops uvicorn after that many seconds with
 from __future__ import annotations
 
 import logging
+import multiprocessing
 import os
 import socket
+import sys
 import threading
 import time
 from collections.abc import Awaitable, Callable, MutableMapping
 from datetime import UTC, datetime
+from multiprocessing.context import BaseContext
 from pathlib import Path
 from typing import Any
 
@@ -28,29 +31,57 @@ Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
 Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
 
 
-class IdleTracker:
-    """ASGI wrapper: the time of the last request and the number in flight."""
+class Activity:
+    """The time of the last request and the number in flight, in shared memory: one object
+    counts the requests of every worker process of a server (``ctx``: the multiprocessing
+    context the workers are started with; passed to them when they start)."""
 
-    def __init__(self, app: Callable[[Scope, Receive, Send], Awaitable[None]]) -> None:
+    def __init__(self, ctx: BaseContext | None = None) -> None:
+        ctx = ctx or multiprocessing.get_context()
+        # time.monotonic() is one clock for every process of the machine (CLOCK_MONOTONIC).
+        self._last = ctx.Value("d", time.monotonic())
+        self._flight = ctx.Value("i", 0)
+
+    def begin(self) -> None:
+        with self._flight.get_lock():
+            self._flight.value += 1
+            self._last.value = time.monotonic()
+
+    def end(self) -> None:
+        with self._flight.get_lock():
+            self._flight.value -= 1
+            self._last.value = time.monotonic()
+
+    def idle_s(self) -> float:
+        """Seconds since the last request ended (0 while one is in flight)."""
+        with self._flight.get_lock():
+            return 0.0 if self._flight.value else time.monotonic() - self._last.value
+
+
+class IdleTracker:
+    """ASGI wrapper: counts requests in ``activity`` (its own when None)."""
+
+    def __init__(
+        self,
+        app: Callable[[Scope, Receive, Send], Awaitable[None]],
+        activity: Activity | None = None,
+    ) -> None:
         self.app = app
-        self.last = time.monotonic()
-        self.in_flight = 0
+        self.activity = activity or Activity()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        self.in_flight += 1
-        self.last = time.monotonic()
+        self.activity.begin()
         try:
             await self.app(scope, receive, send)
         finally:
-            self.in_flight -= 1
-            self.last = time.monotonic()
+            self.activity.end()
 
     def idle_s(self) -> float:
         """Seconds since the last request ended (0 while one is in flight)."""
-        return 0.0 if self.in_flight else time.monotonic() - self.last
+        return self.activity.idle_s()
 
 
 class HomeLockBusy(Exception):
@@ -82,6 +113,10 @@ def acquire(home: Path, *, daemon: bool) -> int:
     raise HomeLockBusy(f"the daemon of {home} ({who}) did not stop within 15 s")
 
 
+#: Seconds uvicorn gives the requests in flight to finish once asked to stop.
+GRACE_S = 30
+
+
 def bind(host: str, port: int) -> socket.socket:
     """A listening TCP socket on ``host:port`` (port 0: a free one). Raises ``OSError``."""
     family = socket.AF_INET6 if ":" in host.strip("[]") else socket.AF_INET
@@ -104,6 +139,63 @@ def url_of(sock: socket.socket) -> str:
     return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
 
 
+def record_of(
+    sock: socket.socket,
+    *,
+    home: Path,
+    token: str,
+    store_id: str,
+    daemon: bool,
+    idle_shutdown_s: float,
+    workers: int = 1,
+) -> dict[str, Any]:
+    """What ``<home>/run/server.json`` says of this server (the pid: this process's, the one to
+    stop, also when it runs ``workers`` worker processes)."""
+    return {
+        "url": url_of(sock),
+        "pid": os.getpid(),
+        "home": str(home),
+        "store_id": store_id,
+        "token": token,
+        "daemon": daemon,
+        "idle_shutdown_s": idle_shutdown_s,
+        "workers": workers,
+        "started_at": datetime.now(UTC).isoformat(),
+    }
+
+
+def watch_idle(
+    activity: Activity, idle_shutdown_s: float, stop_now: Callable[[], None]
+) -> threading.Event:
+    """A thread calling ``stop_now`` once ``activity`` has been idle ``idle_shutdown_s``
+    seconds (looked at every second); set the returned event to end it first."""
+    stopped = threading.Event()
+
+    def watch() -> None:
+        while not stopped.wait(1.0):
+            if activity.idle_s() >= idle_shutdown_s:
+                log.info("idle for %.0f s: shutting down", idle_shutdown_s)
+                stop_now()
+                return
+
+    threading.Thread(target=watch, name="memlane-idle", daemon=True).start()
+    return stopped
+
+
+def log_to_stderr() -> None:
+    """The server's own notices (reloads, errors) on stderr; the engine's per-call INFO lines
+    only with ``-v`` (a line per turn is too much for a service, and with ``-v`` the CLI has
+    set the handler already)."""
+    root = logging.getLogger("memlane")
+    if root.handlers:
+        return
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+    root.addHandler(handler)
+    root.setLevel(logging.WARNING)
+    logging.getLogger("memlane.server").setLevel(logging.INFO)
+
+
 def serve(
     app: Any,
     *,
@@ -114,40 +206,33 @@ def serve(
     daemon: bool,
     idle_shutdown_s: float,
 ) -> None:
-    """Run uvicorn on ``sock`` until SIGTERM/^C (or ``idle_shutdown_s`` without a request,
-    when above 0), with this server's record in ``home`` meanwhile."""
+    """Run uvicorn on ``sock`` in this process until SIGTERM/^C (or ``idle_shutdown_s``
+    without a request, when above 0), with this server's record in ``home`` meanwhile."""
     import uvicorn
 
     tracker = IdleTracker(app)
     config = uvicorn.Config(tracker, log_level="warning" if daemon else "info")
-    config.timeout_graceful_shutdown = 30
+    config.timeout_graceful_shutdown = GRACE_S
     server = uvicorn.Server(config)
-    stopped = threading.Event()
-
-    def watch() -> None:
-        while not stopped.wait(1.0):
-            if tracker.idle_s() >= idle_shutdown_s:
-                log.info("idle for %.0f s: shutting down", idle_shutdown_s)
-                server.should_exit = True
-                return
-
-    record = {
-        "url": url_of(sock),
-        "pid": os.getpid(),
-        "home": str(home),
-        "store_id": store_id,
-        "token": token,
-        "daemon": daemon,
-        "idle_shutdown_s": idle_shutdown_s,
-        "started_at": datetime.now(UTC).isoformat(),
-    }
+    record = record_of(
+        sock,
+        home=home,
+        token=token,
+        store_id=store_id,
+        daemon=daemon,
+        idle_shutdown_s=idle_shutdown_s,
+    )
     write_record(home, record)
     watcher = None
     if idle_shutdown_s > 0:
-        watcher = threading.Thread(target=watch, name="memlane-idle", daemon=True)
-        watcher.start()
+        watcher = watch_idle(tracker.activity, idle_shutdown_s, lambda: _exit(server))
     try:
         server.run(sockets=[sock])
     finally:
-        stopped.set()
+        if watcher is not None:
+            watcher.set()
         remove_record(home, os.getpid())
+
+
+def _exit(server: Any) -> None:
+    server.should_exit = True

@@ -3,8 +3,11 @@
 A copy of a bench store (N memories) is served by the real ``memlane serve`` in a subprocess on a
 free loopback port; 1, 8 and 32 clients (threads, one keep-alive connection each) send a mix of
 70% inject, 20% search and 10% add. Reported per level: throughput, p50/p95/p99 per call kind,
-errors. The same kind of calls run in-process first (one caller) for the comparison; at the end
-every acknowledged write is read back over the API (``lost_writes`` counts those missing).
+errors, and the CPU time the server's processes used (``server_cpu_ms_per_call``, and
+``server_cores``: that time over the level's wall time, e.g. ~1 for one process held by the
+GIL). The same kind of calls run in-process first (one caller) for the comparison; at the end
+every acknowledged write is read back over the API (``lost_writes`` counts those missing), and
+the resident memory of each server process is read (``server_rss_mib``, Linux ``/proc``).
 """
 
 from __future__ import annotations
@@ -181,6 +184,54 @@ def _http_call(http: Any, call: Call) -> Any:
     return http.post("/v1/memories", json={"owner": OWNER, "memory": memory})
 
 
+def _tree(pid: int) -> list[int]:
+    """``pid`` and its live children (a server's workers, multiprocessing's resource tracker),
+    from Linux ``/proc`` (empty elsewhere)."""
+    try:
+        kids = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    except OSError:
+        return []
+    return [pid, *map(int, kids)]
+
+
+def _is_worker(pid: int) -> bool:
+    try:
+        return b"spawn_main" in Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return False
+
+
+def _cpu_s(pids: Sequence[int]) -> float | None:
+    """User + system CPU seconds of ``pids`` so far (``None`` without ``/proc``)."""
+    ticks = 0
+    try:
+        for pid in pids:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            ticks += int(fields[11]) + int(fields[12])  # utime, stime (fields 14, 15)
+    except (OSError, IndexError, ValueError):
+        return None
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
+def _rss_mib(pid: int) -> float | None:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return round(int(line.split()[1]) / 1024, 1)
+    except (OSError, ValueError):
+        pass
+    return None
+
+
+def _with_cpu(report: dict[str, Any], pids: Sequence[int], before: float | None) -> None:
+    after = _cpu_s(pids)
+    if before is None or after is None or not report["seconds"]:
+        return
+    used = after - before
+    report["server_cpu_ms_per_call"] = round(1000 * used / max(1, report["all"]["calls"]), 2)
+    report["server_cores"] = round(used / report["seconds"], 2)
+
+
 def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -194,8 +245,10 @@ def run_serve(
     calls: int = 400,
     clients: Sequence[int] = (1, 8, 32),
     warmup: int = 20,
+    workers: int | None = None,
 ) -> dict[str, Any]:
-    """The load benchmark (module docstring) on a copy of ``prepared``'s store."""
+    """The load benchmark (module docstring) on a copy of ``prepared``'s store; ``workers``:
+    ``memlane serve --workers`` (None: the server's default)."""
     import httpx
 
     generator = Generator(seed)
@@ -215,21 +268,32 @@ def run_serve(
         url = f"http://127.0.0.1:{port}"
         # The server's log goes to a file: a pipe nobody reads would fill and block the server.
         log = (work / "serve.log").open("w")
+        command = [sys.executable, "-m", "memlane", "serve", "--home", str(home)]
+        command += ["--port", str(port)]
+        if workers is not None:
+            command += ["--workers", str(workers)]
         proc = subprocess.Popen(
-            [sys.executable, "-m", "memlane", "serve", "--home", str(home), "--port", str(port)],
+            command,
             stdout=log,
             stderr=subprocess.STDOUT,
             text=True,
         )
         try:
-            _wait_ready(proc, url)
+            _wait_ready(proc, url, home)
+            pids = _tree(proc.pid)
+            served_by = sum(map(_is_worker, pids)) or 1
             levels = []
             acknowledged: list[str] = []
-            over_http(url, warm[warmup // 2 :], 1)  # connections, caches: not reported
+            # Not reported: connections, caches; concurrent, so that every worker gets some.
+            rest = warm[warmup // 2 :]
+            if rest:
+                over_http(url, rest, max(1, min(len(rest), max(clients, default=1))))
             for count in clients:
                 level_calls = plan(generator, n, calls, start=offset, tag=f"{tag}-c{count}")
                 offset += calls
+                before = _cpu_s(pids)
                 report, ids = over_http(url, level_calls, count)
+                _with_cpu(report, pids, before)
                 levels.append(report)
                 acknowledged.extend(ids)
             with httpx.Client(base_url=url, timeout=60) as http:
@@ -238,6 +302,11 @@ def run_serve(
                     for mid in acknowledged
                     if http.get(f"/v1/memories/{mid}", params={"owner": OWNER}).status_code != 200
                 )
+            # with workers the parent loads no model and holds no search cache
+            rss = {
+                "parent": _rss_mib(proc.pid),
+                "workers": [_rss_mib(pid) for pid in pids if _is_worker(pid)],
+            }
         finally:
             proc.send_signal(signal.SIGTERM)
             try:
@@ -256,24 +325,33 @@ def run_serve(
         "seed": seed,
         "embedder": prepared.embedder.name,
         "calls_per_level": calls,
+        "workers": served_by,
         "mix": dict(MIX),
         "in_process": local,
         "levels": levels,
         "inject_p95_gap_ms_at_1_client": gap,
         "acknowledged_writes": len(acknowledged),
         "lost_writes": lost,
+        "server_rss_mib": rss,
     }
 
 
-def _wait_ready(proc: subprocess.Popen[str], url: str, limit_s: float = 300) -> None:
+def _wait_ready(
+    proc: subprocess.Popen[str], url: str, home: Path | None = None, limit_s: float = 600
+) -> None:
+    """Until ``/health`` answers and (``home`` given) the server's record is written: with
+    workers, every one of them serves by then."""
     import httpx
+
+    from memlane.hooks.daemon import read_record
 
     deadline = time.monotonic() + limit_s
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             raise RuntimeError(f"memlane serve exited with {proc.returncode} at start")
         try:
-            if httpx.get(f"{url}/health", timeout=2).status_code == 200:
+            record = read_record(home)[0] if home is not None else {}
+            if record is not None and httpx.get(f"{url}/health", timeout=2).status_code == 200:
                 return
         except httpx.TransportError:
             pass
