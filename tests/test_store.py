@@ -266,6 +266,23 @@ def test_associations_both_directions(store_backend: Backend) -> None:
     assert store.neighbours("default", []) == []
 
 
+def test_a_turn_start_reads_the_vectors_of_its_window_only(store_backend: Backend) -> None:
+    """start_turn's vectors: the memories shown within ``depth`` turns of the new turn (step
+    5's window) and the candidates; one shown earlier is still tracked (pruning keeps 2 *
+    depth turns) but its vector is not read."""
+    store = store_backend.open_store(EMB)
+    old, recent, candidate = (insert(store, t) for t in ("kites", "boats", "trains"))
+    for turn, shown in ((1, old), (2, recent)):
+        with store.transaction():
+            assert store.start_turn("default", "s", 2, []).state.turn == turn
+            store.finish_turn("default", "s", turn, [shown], {"skipped": {}})
+    with store.transaction():
+        start = store.start_turn("default", "s", 2, [candidate])
+    assert start.state.turn == 3 and set(start.state.injected) == {old, recent}
+    assert set(start.vectors) == {recent, candidate}
+    assert np.allclose(start.vectors[recent], store.embeddings("default", [recent])[recent])
+
+
 def test_sessions_and_access_persist_across_reopen(store_backend: Backend) -> None:
     store = store_backend.open_store(EMB)
     mid = insert(store, "remember me")

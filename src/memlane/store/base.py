@@ -426,8 +426,9 @@ class MemoryStore(SearchReads, Protocol):
         """Start the session's next turn and read what the selection needs, as one step:
         increment the turn (turn 1 for a session never seen) and prune the tracking older than
         ``2 * depth`` turns (the table stays bounded), then the new state, the session's
-        memories since its last reset, and the embeddings of the session's injected memories
-        and of ``candidates`` (ids not ``owner``'s are left out). Write: joins the open
+        memories since its last reset, and the embeddings of the memories the session was shown
+        within ``depth`` turns of the new one (step 5's window) and of ``candidates`` (ids not
+        ``owner``'s are left out). Write: joins the open
         transaction (whose lock on the session it holds to the end: concurrent turns of one
         session select one after the other), or runs in its own. That transaction commits
         without waiting for the disk (PostgreSQL: ``synchronous_commit = off``; SQLite's

@@ -151,8 +151,8 @@ class TurnQuery:
 class TurnStart:
     """What :meth:`MemoryStore.start_turn` returns: the session's ``state`` with the new turn,
     ``same_session`` (as :class:`TurnContext`'s, read again in the transaction), and
-    ``vectors``: the ``(dimension,)`` embeddings of the memories the session has injected (its
-    tracked window) and of the candidates asked for."""
+    ``vectors``: the ``(dimension,)`` embeddings of the memories the session was shown within
+    the window (``depth`` turns up to the new one) and of the candidates asked for."""
 
     state: SessionState
     same_session: set[str]

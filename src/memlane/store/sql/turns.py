@@ -68,19 +68,24 @@ class Turns:
     def start_turn(
         self, owner: str, session: str, depth: int, candidates: Sequence[str]
     ) -> TurnStart:
-        """In the open write transaction (or its own): advance the session's turn (and prune), then read its
-        state, its memories since the last reset, and the embeddings of the memories it has
-        injected and of ``candidates``: one batch."""
+        """In the open write transaction (or its own): advance the session's turn (and prune),
+        then read its state, its memories since the last reset, and the embeddings of the
+        memories it injected within ``depth`` turns and of ``candidates``: one batch."""
         d = self.db.dialect
         # Two lookups by id joined with UNION ALL, never one WHERE with "id IN (...) OR id IN
         # (...)": PostgreSQL's planner cannot use the id index for that OR and read every memory
         # of the owner (a sequential scan: 85 ms a turn at 93,641 memories, idle; 0.6 ms as two
         # index scans). A memory in both halves comes twice: the same row, read into one dict.
+        # The window's memories only (injected within ``depth`` turns of the new one, as
+        # injected_within counts): the table keeps 2 * depth turns, and the older half's
+        # embeddings were read, parsed and stacked every turn for nothing (~360 rows a turn
+        # at the bench's 25 turns a session, ~180 of them out of the window).
         vector_sql = (
             f"SELECT id, embedding FROM memories WHERE {d.owner_filter} = ? AND id IN "
-            "(SELECT memory_id FROM session_injections WHERE owner = ? AND session = ?)"
+            "(SELECT memory_id FROM session_injections WHERE owner = ? AND session = ? "
+            "AND turn > (SELECT turn FROM sessions WHERE owner = ? AND session = ?) - ?)"
         )
-        args: list[Any] = [owner, owner, session]
+        args: list[Any] = [owner, owner, session, owner, session, int(depth)]
         wanted = list(dict.fromkeys(candidates))
         chunks = list(d.chunks(wanted))
         first = chunks[0] if chunks else []
