@@ -4,12 +4,60 @@ a heavy import on every call is latency the user pays on every prompt."""
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
+import sys
 from pathlib import Path
+from typing import Any
+from urllib.parse import quote, urlsplit
+
+import pytest
 
 from conftest import Backend
 from hook_support import claude_payload, hook_env, run_hook
+from memlane.hooks.backend import quote_segment, split_url
+from server_support import run_server
+
+#: Modules a hook call with a server (or with nothing to do) must not import: the heavy ones
+#: (~0.1-1 s each: the CLI, the engine and its libraries), and the standard library modules
+#: that cost milliseconds of import on every call while the hook can do without them.
+NOT_ON_THE_LIGHT_PATH = (
+    "typer", "click", "rich", "pydantic", "numpy", "onnxruntime", "tokenizers", "fastapi",
+    "httpx", "uvicorn", "torch", "memlane.engine", "memlane.cli", "memlane.config",
+    "memlane.store", "pathlib", "tomllib", "subprocess", "urllib", "typing", "datetime",
+    "secrets", "hashlib", "ssl", "email", "http", "dataclasses", "inspect", "logging",
+    "encodings.idna", "runpy",
+)  # fmt: skip
+#: The hook process: the entry point of the ``memlane`` script, its module list on stderr
+#: at the end (``os._exit``, which the hook ends with, is made a ``sys.exit`` so that the
+#: script goes on).
+MODULES_SCRIPT = (
+    "import sys, json, os\n"
+    "os._exit = sys.exit\n"
+    "sys.argv = ['memlane', 'hook', sys.argv[1]]\n"
+    "from memlane._entry import main\n"
+    "try:\n    main()\nexcept SystemExit:\n    pass\n"
+    "print(json.dumps(sorted(sys.modules)), file=sys.stderr)\n"
+)
+
+
+def _modules(env: dict[str, str], event: str, payload: dict[str, Any]) -> tuple[str, list[str]]:
+    """``(stdout, modules imported)`` of one hook call through the script's entry point."""
+    done = subprocess.run(
+        [sys.executable, "-c", MODULES_SCRIPT, event],
+        input=json.dumps(payload).encode(),
+        capture_output=True,
+        env=env,
+        timeout=120,
+    )
+    modules = json.loads(done.stderr.decode().strip().splitlines()[-1])
+    return done.stdout.decode(), modules
+
+
+def _heavy(modules: list[str]) -> list[str]:
+    return [m for m in modules if m in NOT_ON_THE_LIGHT_PATH or m.startswith(
+        tuple(f"{name}." for name in NOT_ON_THE_LIGHT_PATH))]  # fmt: skip
 
 
 def _git_spy(folder: Path) -> tuple[Path, str]:
@@ -67,3 +115,51 @@ def test_a_hook_runs_git_once_per_head_and_never_for_nothing_to_do(
     other = claude_payload("UserPromptSubmit", "s3", repo, prompt="where are invoices stored?")
     assert run_hook(env, "UserPromptSubmit", other).context() is None  # another project now
     assert len(_calls(log)) == 2
+
+
+def test_the_light_paths_import_only_what_they_need(
+    sqlite_backend: Backend, tmp_path: Path
+) -> None:
+    """A prompt with ``memlane serve`` up, and a ``SessionStart`` with nothing to print,
+    import none of the heavy modules nor the standard library modules the hook does without
+    (the list above): json, socket, threading and memlane's hook modules are the path. The
+    ``SessionStart`` opens no connection at all. A home without ``memlane.toml``: with one,
+    :mod:`tomllib` reads it."""
+    engine = sqlite_backend.engine()
+    engine.add("The staging database is PostgreSQL 16", owner="alice")
+    assert not (sqlite_backend.home / "memlane.toml").exists()
+    with run_server(sqlite_backend) as served:
+        env = {k: v for k, v in hook_env(sqlite_backend).items() if k != "MEMLANE_HOOKS__URL"}
+        ask = claude_payload("UserPromptSubmit", "l1", tmp_path, prompt="staging database?")
+        out, modules = _modules(env, "UserPromptSubmit", ask)
+        assert "PostgreSQL 16" in json.loads(out)["hookSpecificOutput"]["additionalContext"]
+        assert _heavy(modules) == []
+        assert {"json", "socket", "threading", "memlane.hooks.backend"} <= set(modules)
+        start = claude_payload("SessionStart", "l1", tmp_path, source="startup")
+        out, modules = _modules(env, "SessionStart", start)
+        assert out == ""
+        assert _heavy(modules) == []
+        assert [m for m in modules if m in {"socket", "memlane.hooks.backend"}] == []
+        assert "POST /v1/inject" in served.log.read_text()
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://127.0.0.1:8765",
+        "http://127.0.0.1:8765/",
+        "https://Memory.Example.com/prefix/v2/",
+        "http://[::1]:9000",
+        "http://localhost",
+        "http://user:secret@host.example:81/p",  # not the plain shape: urlsplit answers
+        "http://h\u00f6st.example:82",
+    ],
+)
+def test_the_hooks_url_reader_agrees_with_urlsplit(url: str) -> None:
+    parts = urlsplit(url)
+    assert split_url(url) == (parts.scheme, parts.hostname, parts.port, parts.netloc, parts.path)
+
+
+@pytest.mark.parametrize("session", ["0b6f3c2e-9d1a-4c55", "a b/c?d", "caf\u00e9", "x%41", "~._-"])
+def test_session_ids_are_quoted_as_urllib_quotes_them(session: str) -> None:
+    assert quote_segment(session) == quote(session, safe="")

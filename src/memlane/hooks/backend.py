@@ -10,9 +10,9 @@ Both answer the same calls with plain values, so the hook does not care which it
 from __future__ import annotations
 
 import json
+import re
 import socket
 import time
-from urllib.parse import quote, urlsplit
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (~10 ms per hook call)
 if TYPE_CHECKING:
@@ -73,6 +73,48 @@ class Injected:
         self.turn = turn
 
 
+#: The URLs a server's record holds (``http://127.0.0.1:PORT``) and most ``[hooks] url``
+#: values: scheme, host (a name or a bracketed IPv6 address), port, path. Others go through
+#: :func:`urllib.parse.urlsplit` (its import, ~3 ms with :mod:`ipaddress`, is then paid).
+_PLAIN_URL = re.compile(
+    r"(https?)://([A-Za-z0-9.-]+|\[[0-9A-Fa-f:.]+\])(?::([0-9]{1,5}))?(/[^?#@]*)?"
+)
+#: Characters a path segment keeps as they are (those :func:`urllib.parse.quote` keeps with
+#: ``safe=""``).
+_PLAIN_SEGMENT = re.compile(r"[A-Za-z0-9_.~-]+")
+
+
+def split_url(url: str) -> tuple[str, str | None, int | None, str, str]:
+    """``(scheme, host, port, netloc, path)`` of ``url`` as :func:`urllib.parse.urlsplit`
+    gives them (the host lower-cased and unbracketed; port ``None`` when not given).
+
+    Raises:
+        ValueError: a port out of range (from :func:`urllib.parse.urlsplit`).
+    """
+    plain = _PLAIN_URL.fullmatch(url)
+    if plain is not None:
+        scheme, host, port, path = plain.groups()
+        number = int(port) if port else None
+        if number is not None and number > 65535:
+            raise ValueError("Port out of range 0-65535")
+        netloc = url[len(scheme) + 3 : len(url) - len(path or "")]
+        return scheme, host.strip("[]").lower(), number, netloc, path or ""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    return parts.scheme, parts.hostname, parts.port, parts.netloc, parts.path
+
+
+def quote_segment(text: str) -> str:
+    """``text`` percent-encoded as one URL path segment (:func:`urllib.parse.quote` with
+    ``safe=""``; imported only for text beyond letters, digits and ``_.~-``)."""
+    if _PLAIN_SEGMENT.fullmatch(text):
+        return text
+    from urllib.parse import quote
+
+    return quote(text, safe="")
+
+
 class HttpBackend:
     """Calls to ``memlane serve`` at ``url`` (``http://host:port``), each bounded by the time
     left until ``deadline`` (a :func:`time.monotonic` value).
@@ -88,25 +130,32 @@ class HttpBackend:
     name = "server"
 
     def __init__(self, url: str, *, token: str, connect_timeout_s: float, deadline: float) -> None:
-        parts = urlsplit(url)
-        if parts.scheme not in {"http", "https"} or not parts.hostname:
+        try:
+            scheme, hostname, port, netloc, path = split_url(url)
+        except ValueError as exc:
+            raise BackendError(f"hooks.url {url!r}: {exc}") from None
+        if scheme not in {"http", "https"} or not hostname:
             raise BackendError(f"hooks.url {url!r} is not an http:// URL")
         self.deadline = deadline
         self.url = url.rstrip("/")
-        self.prefix = parts.path.rstrip("/")
-        port = parts.port or (443 if parts.scheme == "https" else 80)
-        self.host_header = parts.netloc
+        self.prefix = path.rstrip("/")
+        port = port or (443 if scheme == "https" else 80)
+        self.host_header = netloc
         self.token = token
+        # an ASCII host as bytes: a str goes through the "idna" codec, an import of
+        # encodings.idna, stringprep and unicodedata (~2 ms) on every hook call
+        host: str | bytes = hostname.encode("ascii") if hostname.isascii() else hostname
         try:
             sock = socket.create_connection(
-                (parts.hostname, port), timeout=min(connect_timeout_s, self._left())
+                (host, port),  # type: ignore[arg-type]  # bytes hosts are accepted
+                timeout=min(connect_timeout_s, self._left()),
             )
         except OSError as exc:
             raise ServerUnavailable(f"no server at {url} ({type(exc).__name__}: {exc})") from None
-        if parts.scheme == "https":
+        if scheme == "https":
             import ssl
 
-            sock = ssl.create_default_context().wrap_socket(sock, server_hostname=parts.hostname)
+            sock = ssl.create_default_context().wrap_socket(sock, server_hostname=hostname)
         self.sock = sock
         self.buffer = b""
 
@@ -221,13 +270,13 @@ class HttpBackend:
         return Injected(data.get("block"), ids, int(data.get("turn", 0)))
 
     def reset(self, session: str, reason: str, *, owner: str) -> None:
-        path = f"/v1/sessions/{quote(session, safe='')}/reset"
+        path = f"/v1/sessions/{quote_segment(session)}/reset"
         self._call("POST", path, {"reason": reason, "owner": owner})
 
     def sync(self, session: str, text: str, *, owner: str, agent: str) -> list[str]:
         """Align the session's tracking with ``text`` (the memlane blocks of one request to
         the model); returns the ids forgotten (no longer in the request)."""
-        path = f"/v1/sessions/{quote(session, safe='')}/sync"
+        path = f"/v1/sessions/{quote_segment(session)}/sync"
         data = self._call("POST", path, {"text": text, "owner": owner, "agent": agent})
         return [str(mid) for mid in data.get("gone", [])]
 

@@ -1,5 +1,7 @@
 """The ``[hooks]`` settings as the hook process reads them: ``memlane.toml`` and ``MEMLANE_*``
-with the standard library only (pydantic costs ~0.1 s of import on every prompt).
+with the standard library only (pydantic costs ~0.1 s of import on every prompt); paths are
+strings (:mod:`pathlib` costs milliseconds of import on every hook call) and :mod:`tomllib` is
+imported only when the home has a ``memlane.toml``.
 
 The keys, defaults and limits are those of :class:`memlane.config.HooksSettings` (a test checks
 that both agree); the server's address comes from ``[server] host``/``port``/``token``.
@@ -8,8 +10,6 @@ that both agree); the server's address comes from ``[server] host``/``port``/``t
 from __future__ import annotations
 
 import os
-import tomllib
-from pathlib import Path
 
 from memlane.scope import configured_owner, project_identity, resolve_owner
 
@@ -55,7 +55,8 @@ class HookConfig:
 
     __slots__ = ("home", "server_token", "scope_owner", "injection", "agents", *DEFAULTS)
 
-    home: Path
+    #: The home folder, absolute (``~`` expanded, links resolved).
+    home: str
     #: ``[hooks] token`` (an owner-bound token, say); "" = the server's.
     token: str
     #: ``[server] token``: sent to a server named by ``[hooks] url`` when ``[hooks] token``
@@ -77,12 +78,16 @@ class HookConfig:
     idle_shutdown_s: float
 
     def __init__(
-        self, home: Path, server_token: str = "", scope_owner: str = "", **values: Any
+        self,
+        home: str | os.PathLike[str],
+        server_token: str = "",
+        scope_owner: str = "",
+        **values: Any,
     ) -> None:
         unknown = set(values) - set(DEFAULTS)
         if unknown:
             raise TypeError(f"unknown [hooks] keys: {sorted(unknown)}")
-        self.home = home
+        self.home = os.fspath(home)
         self.server_token = server_token
         self.scope_owner = scope_owner
         #: ``[injection]`` and ``[agents]`` as read (for :meth:`ambient`), env overrides in.
@@ -92,9 +97,9 @@ class HookConfig:
             setattr(self, key, values.get(key, default))
 
     @property
-    def log_path(self) -> Path:
+    def log_path(self) -> str:
         """``<home>/logs/hooks.log``: one line per failure (and per reset)."""
-        return self.home / "logs" / "hooks.log"
+        return os.path.join(self.home, "logs", "hooks.log")
 
     def ambient(self, agent: str) -> bool:
         """Whether ``agent``'s injection may print pinned memories at a session's start
@@ -139,7 +144,7 @@ class HookConfig:
         ``<home>/cache/roots.json`` (git runs once per new HEAD, not on every call)."""
         if not (self.per_project and cwd):
             return None
-        return project_identity(cwd, cache=self.home / "cache" / ROOTS_CACHE)
+        return project_identity(cwd, cache=os.path.join(self.home, "cache", ROOTS_CACHE))
 
 
 #: (type, minimum, maximum) of the numeric keys: the limits of ``HooksSettings``.
@@ -187,12 +192,15 @@ def load_config(home: str | os.PathLike[str] | None = None) -> HookConfig:
         HookConfigError: the file is not TOML, or a value is out of its range.
     """
     raw = home if home is not None else os.environ.get("MEMLANE_HOME") or DEFAULT_HOME
-    home_path = Path(raw).expanduser().resolve()
-    path = home_path / CONFIG_FILENAME
+    home_path = os.path.realpath(os.path.expanduser(os.fspath(raw)))
+    path = os.path.join(home_path, CONFIG_FILENAME)
     data: dict[str, Any] = {}
-    if path.is_file():
+    if os.path.isfile(path):
+        import tomllib
+
         try:
-            data = tomllib.loads(path.read_text(encoding="utf-8"))
+            with open(path, encoding="utf-8") as fh:
+                data = tomllib.loads(fh.read())
         except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
             raise HookConfigError(f"{path} is not valid TOML ({exc})") from None
     hooks = dict(data.get("hooks") or {})

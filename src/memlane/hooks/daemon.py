@@ -12,22 +12,25 @@ shutting down after ``[hooks] idle_shutdown_s`` without a request. One per home:
 holds an exclusive lock on ``<home>/run/server.lock`` while it runs, and a second daemon that
 cannot take it exits at once.
 
-Only the standard library is imported (the hook's fast path).
+Only what reading the record needs is imported up front (json, os, sys, time: the hook's fast
+path): :mod:`pathlib`, :mod:`subprocess`, :mod:`secrets` cost milliseconds of import each and
+are imported by the functions that need them. Paths are strings inside; ``home`` may be a
+``str`` or a :class:`pathlib.Path`.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import secrets
-import subprocess
 import sys
 import time
-from pathlib import Path
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (~10 ms per hook call)
 if TYPE_CHECKING:
+    from pathlib import Path
     from typing import Any, TextIO
+
+    Home = str | os.PathLike[str]
 
 #: Folder of the record and the lock, under the home.
 RUN_DIR = "run"
@@ -37,13 +40,21 @@ LOCK = "server.lock"
 DAEMON_LOG = "daemon.log"
 
 
-def run_dir(home: Path) -> Path:
-    return home / RUN_DIR
+def run_dir(home: Home) -> str:
+    """``<home>/run``."""
+    return os.path.join(home, RUN_DIR)
 
 
-def record_path(home: Path) -> Path:
+def record_file(home: Home) -> str:
+    """``<home>/run/server.json`` as a string."""
+    return os.path.join(home, RUN_DIR, RECORD)
+
+
+def record_path(home: Home) -> Path:
     """``<home>/run/server.json``."""
-    return run_dir(home) / RECORD
+    from pathlib import Path
+
+    return Path(record_file(home))
 
 
 def pid_alive(pid: int) -> bool:
@@ -63,12 +74,13 @@ def pid_alive(pid: int) -> bool:
         return True
 
 
-def read_record(home: Path) -> tuple[dict[str, Any] | None, str]:
+def read_record(home: Home) -> tuple[dict[str, Any] | None, str]:
     """The record of the server serving ``home`` and ``""``, or ``None`` and why there is
     none (no record, unreadable, or its process is gone)."""
-    path = record_path(home)
+    path = record_file(home)
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        with open(path, encoding="utf-8") as fh:
+            data = json.load(fh)
     except FileNotFoundError:
         return None, f"no memlane server serves this home (no {path})"
     except (OSError, ValueError) as exc:
@@ -81,38 +93,38 @@ def read_record(home: Path) -> tuple[dict[str, Any] | None, str]:
     return data, ""
 
 
-def write_record(home: Path, record: dict[str, Any]) -> Path:
+def write_record(home: Home, record: dict[str, Any]) -> Path:
     """Write ``record`` as ``<home>/run/server.json``, readable by its user only (it holds the
     token), atomically. Returns the path."""
     folder = run_dir(home)
-    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
-    path = record_path(home)
-    tmp = folder / f".{RECORD}.{os.getpid()}"
+    os.makedirs(folder, exist_ok=True, mode=0o700)
+    tmp = os.path.join(folder, f".{RECORD}.{os.getpid()}")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w", encoding="utf-8") as fh:
         json.dump(record, fh, indent=2)
-    os.replace(tmp, path)
-    return path
+    os.replace(tmp, record_file(home))
+    return record_path(home)
 
 
-def remove_record(home: Path, pid: int) -> None:
+def remove_record(home: Home, pid: int) -> None:
     """Remove the record if it is still process ``pid``'s (a newer server's is kept)."""
-    path = record_path(home)
+    path = record_file(home)
     try:
-        if json.loads(path.read_text(encoding="utf-8")).get("pid") == pid:
-            path.unlink()
+        with open(path, encoding="utf-8") as fh:
+            if json.load(fh).get("pid") == pid:
+                os.unlink(path)
     except (OSError, ValueError, AttributeError):
         pass
 
 
-def take_lock(home: Path) -> int | None:
+def take_lock(home: Home) -> int | None:
     """An exclusive, non-blocking lock on ``<home>/run/server.lock``: its file descriptor
     (held until closed or the process ends), or ``None`` when another process holds it."""
     import fcntl
 
     folder = run_dir(home)
-    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
-    fd = os.open(folder / LOCK, os.O_RDWR | os.O_CREAT, 0o600)
+    os.makedirs(folder, exist_ok=True, mode=0o700)
+    fd = os.open(os.path.join(folder, LOCK), os.O_RDWR | os.O_CREAT, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:
@@ -121,7 +133,7 @@ def take_lock(home: Path) -> int | None:
     return fd
 
 
-def lock_held(home: Path) -> bool:
+def lock_held(home: Home) -> bool:
     """True while a server of ``home`` holds its lock (starting or serving)."""
     fd = take_lock(home)
     if fd is None:
@@ -132,20 +144,24 @@ def lock_held(home: Path) -> bool:
 
 def new_token() -> str:
     """A random bearer token for a daemon (256 bits)."""
+    import secrets
+
     return secrets.token_urlsafe(32)
 
 
-def start_daemon(home: Path, idle_shutdown_s: float, log: TextIO | None = None) -> int | None:
+def start_daemon(home: Home, idle_shutdown_s: float, log: TextIO | None = None) -> int | None:
     """Start ``memlane serve --daemon`` for ``home`` in the background, detached (its own
     session: the client's ^C or exit does not stop it), unless a server of ``home`` holds the
     lock already. Returns the new process's pid, or ``None`` when none was started."""
+    import subprocess
+
     if lock_held(home):
         return None
-    logs = home / "logs"
-    logs.mkdir(parents=True, exist_ok=True)
-    args = [sys.executable, "-m", "memlane", "serve", "--home", str(home), "--daemon"]
+    logs = os.path.join(home, "logs")
+    os.makedirs(logs, exist_ok=True)
+    args = [sys.executable, "-m", "memlane", "serve", "--home", os.fspath(home), "--daemon"]
     args += ["--idle-shutdown", f"{idle_shutdown_s:g}"]
-    with (logs / DAEMON_LOG).open("a", encoding="utf-8") as out:
+    with open(os.path.join(logs, DAEMON_LOG), "a", encoding="utf-8") as out:
         out.write(f"{time.strftime('%Y-%m-%dT%H:%M:%S')} starting: {' '.join(args)}\n")
         out.flush()
         proc = subprocess.Popen(
@@ -159,7 +175,7 @@ def start_daemon(home: Path, idle_shutdown_s: float, log: TextIO | None = None) 
     return proc.pid
 
 
-def stop(home: Path, timeout_s: float = 10.0) -> tuple[int | None, str]:
+def stop(home: Home, timeout_s: float = 10.0) -> tuple[int | None, str]:
     """Stop the server recorded in ``home`` (SIGTERM, then wait up to ``timeout_s`` for it to
     go). Returns ``(pid, "")`` once it is gone, or ``(None, why)``."""
     import signal

@@ -44,8 +44,6 @@ import os
 import sys
 import threading
 import time
-from datetime import UTC, datetime
-from pathlib import Path
 
 from memlane.hooks.config import DEFAULT_HOME, HookConfig, load_config
 
@@ -83,20 +81,27 @@ LOG_MAX_BYTES = 1_000_000
 USAGE = "usage: memlane hook EVENT [--client claude-code|gemini] [--home DIR] < payload.json"
 
 
+def utc_stamp(now: float) -> str:
+    """``now`` (seconds since the epoch) as ``2026-11-23T17:31:02.120123Z`` (what
+    ``datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")`` writes, without importing
+    :mod:`datetime` on every hook call)."""
+    micro = int(now * 1_000_000) % 1_000_000
+    return f"{time.strftime('%Y-%m-%dT%H:%M:%S', time.gmtime(now))}.{micro:06d}Z"
+
+
 class HookLog:
     """Appends one line per event worth keeping to ``<home>/logs/hooks.log`` (never raises)."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: str) -> None:
         self.path = path
 
     def write(self, level: str, message: str) -> None:
-        stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-        line = f"{stamp} pid={os.getpid()} {level} {' '.join(message.split())}\n"
+        line = f"{utc_stamp(time.time())} pid={os.getpid()} {level} {' '.join(message.split())}\n"
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            if self.path.exists() and self.path.stat().st_size > LOG_MAX_BYTES:
-                self.path.replace(self.path.with_name(self.path.name + ".1"))
-            with self.path.open("a", encoding="utf-8") as fh:
+            os.makedirs(os.path.dirname(self.path), exist_ok=True)
+            if os.path.exists(self.path) and os.path.getsize(self.path) > LOG_MAX_BYTES:
+                os.replace(self.path, self.path + ".1")
+            with open(self.path, "a", encoding="utf-8") as fh:
                 fh.write(line)
         except OSError:
             pass  # a log that cannot be written must not fail the hook either
@@ -182,8 +187,8 @@ class _Run:
             pid = start_daemon(cfg.home, cfg.idle_shutdown_s)
             started = f"; started the memory daemon (pid {pid})" if pid else ""
         self.log.write("INFO", f"{self.event}: in-process ({why}){started}")
-        cfg.log_path.parent.mkdir(parents=True, exist_ok=True)
-        return LocalBackend(str(cfg.home), str(cfg.log_path))
+        os.makedirs(os.path.dirname(cfg.log_path), exist_ok=True)
+        return LocalBackend(cfg.home, cfg.log_path)
 
     def max_chars(self) -> int:
         """``[hooks] max_chars``, at most :data:`CLAUDE_CODE_MAX_CHARS` for Claude Code (a longer
@@ -297,10 +302,10 @@ class _Run:
         if transcript is None or not os.path.isfile(transcript):
             raise ValueError(f"[hooks] learn: no transcript at {transcript!r}")
         args = [sys.executable, "-m", "memlane", "learn", transcript, "--owner", owner]
-        args += ["--agent", agent, "--session", session, "--home", str(self.cfg.home)]
+        args += ["--agent", agent, "--session", session, "--home", self.cfg.home]
         args += ["--project", project] if project else []
-        self.cfg.log_path.parent.mkdir(parents=True, exist_ok=True)
-        with self.cfg.log_path.open("a", encoding="utf-8") as out:
+        os.makedirs(os.path.dirname(self.cfg.log_path), exist_ok=True)
+        with open(self.cfg.log_path, "a", encoding="utf-8") as out:
             proc = subprocess.Popen(
                 args,
                 stdin=subprocess.DEVNULL,
@@ -385,14 +390,13 @@ def main(
     argv = sys.argv[1:] if argv is None else argv
     stdin = stdin or sys.stdin.buffer
     stdout = stdout or sys.stdout
-    log = HookLog(
-        Path(os.environ.get("MEMLANE_HOME") or DEFAULT_HOME).expanduser() / "logs/hooks.log"
-    )
+    home_dir = os.path.expanduser(os.environ.get("MEMLANE_HOME") or DEFAULT_HOME)
+    log = HookLog(os.path.join(home_dir, "logs", "hooks.log"))
     event = "?"
     try:
         event, client, home = _parse_args(argv)
         if home is not None:
-            log = HookLog(Path(home).expanduser() / "logs" / "hooks.log")
+            log = HookLog(os.path.join(os.path.expanduser(home), "logs", "hooks.log"))
         cfg = load_config(home)
         log = HookLog(cfg.log_path)
         client = client or ("gemini" if event in GEMINI_EVENTS else "claude-code")

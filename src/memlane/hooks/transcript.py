@@ -21,8 +21,8 @@ lines Claude Code writes itself after ``/compact`` ("Continue from where you lef
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Mapping
-from pathlib import Path
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (~10 ms per hook call)
 if TYPE_CHECKING:
@@ -122,13 +122,12 @@ def _tail(path: str | None) -> tuple[list[Any], bool]:
     if not path:
         return [], False
     try:
-        p = Path(path)
-        info = p.stat()
+        info = os.stat(path)
         key = (path, info.st_size, info.st_mtime_ns)
         if key in _LAST_TAIL:
             return _LAST_TAIL[key], True
         size = info.st_size
-        with p.open("rb") as fh:
+        with open(path, "rb") as fh:
             if size > TAIL_BYTES:
                 fh.seek(size - TAIL_BYTES)
             raw = fh.read().decode("utf-8", errors="replace")

@@ -3,7 +3,8 @@
 On a copy of a bench store (N memories; the cached one is not changed):
 
 - ``memlane hook UserPromptSubmit`` run as a fresh process per prompt (as Claude Code runs
-  it), its wall time from spawn to exit: first with no server (the engine and the model load in
+  it: the ``memlane`` script the installer writes, memlane's bytecode compiled first as a
+  wheel install has it), its wall time from spawn to exit: first with no server (the engine and the model load in
   the hook: the "cold" path), then with the real ``memlane serve`` running (the thin HTTP path);
 - with no server configured at all: the first call (it starts the memory daemon) and the
   next calls; and a real Claude Code turn with the hooks against without
@@ -30,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from memlane.eval.bench.generator import Generator
+from memlane.eval.bench.hooks_e2e import compile_bytecode, hook_command
 from memlane.eval.bench.serve import _free_port, _wait_ready
 from memlane.eval.bench.store import OWNER, PreparedStore
 from memlane.eval.timing import percentile
@@ -92,7 +94,7 @@ def time_hooks(
     for i, (session, prompt) in enumerate(prompts):
         t0 = time.perf_counter()
         done = subprocess.run(
-            [sys.executable, "-m", "memlane", "hook", "UserPromptSubmit"],
+            [*hook_command(), "hook", "UserPromptSubmit"],
             input=_payload(session, prompt, home),
             capture_output=True,
             env=env,
@@ -179,6 +181,7 @@ def run_hooks(
     n = prepared.build.memories
     turns = generator.conversation(prompts, n, salt="hooks")
     plan = [(f"hooks-{t.session}", t.text) for t in turns]
+    compiled = compile_bytecode()
     work = Path(tempfile.mkdtemp(prefix="memlane-bench-hooks-"))
     home = work / "home"
     shutil.copytree(prepared.home, home, ignore=shutil.ignore_patterns(".bench.lock"))
@@ -229,6 +232,8 @@ def run_hooks(
         "seed": seed,
         "embedder": prepared.embedder.name,
         "prompts": prompts,
+        "hook_command": " ".join(hook_command()),
+        "bytecode_compiled": compiled,
         "hook_with_server": served,
         "hook_without_server": cold,
         "no_server_configured": no_server,
