@@ -9,7 +9,8 @@
 # How long (idle 2-core machine, estimated from docs/benchmarks.md's build rate of ~200
 # memories/s and today's runs at small N): building the store of 100,000 once ~9 min; each
 # `inject --backend sqlite,postgres --load-from` ~3 min (the PostgreSQL copy included); each
-# `serve` ~2 min; so ~30 min with REPEAT=2, ~20 min with REPEAT=1. BIG=1 first builds a store
+# `serve` ~2 min (three a repeat: base, new, new --workers 1); so ~34 min with REPEAT=2, ~22
+# min with REPEAT=1. BIG=1 first builds a store
 # of 1,000,000 (~90 min at that rate): it does not fit a 10-minute slot unless $OUT/home-1000000
 # was built before (then each 1M inject run is a few minutes). Checked at N=400 (REPEAT=1): the
 # whole script ran (exit 0), 0 errors and 0 lost writes in both versions' serve runs.
@@ -69,11 +70,14 @@ for i in $(seq "$REPEAT"); do
       --clients 1 --load-from "$H"
   done
 done
-# 2. the HTTP server against the same calls in-process, 1, 8 and 32 clients (on a copy)
+# 2. the HTTP server against the same calls in-process, 1, 8 and 32 clients (on a copy); the new
+# server runs its default worker processes (2 on 2 cores), then one worker: what the workers
+# add apart from the engine's own cost per call (bench serve reports server_cores per level)
 for i in $(seq "$REPEAT"); do
   for v in base new; do
     run $v bench serve --memories "$N" --calls "$CALLS" --clients 1,8,32 --home "$H"
   done
+  run new bench serve --memories "$N" --calls "$CALLS" --clients 1,8,32 --home "$H" --workers 1
 done
 # 3. one million memories (SQLite), each version on its own copy of the store
 if [ "${BIG:-0}" = 1 ]; then
