@@ -1,9 +1,10 @@
 """``memlane serve --workers N``: N processes serving one socket.
 
 Why: one process runs Python one thread at a time (the GIL). Under 8 concurrent clients one
-``memlane serve`` process used ~1.1 of this machine's 2 cores (its CPU time over the wall time
-of a ``bench serve`` level): the engine's Python (search, selection, SQL calls) is the most of
-a call, and only the model's and SQLite's C code runs beside it. Worker processes use every core.
+``memlane serve`` process used 1.08 of a 2-core machine's cores (its CPU time over the wall time
+of a level of the ``bench serve`` load; 10,000 memories, load ~4.5): the engine's Python
+(search, selection, SQL calls) is the most of a call, and only the model's and SQLite's C code
+runs beside it. Worker processes use every core.
 
 How:
 
