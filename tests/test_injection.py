@@ -19,6 +19,7 @@ from memlane import (
     MemoryInput,
     ResetReason,
 )
+from memlane.embeddings.hashing import HashEmbedder
 
 MakeEngine = Callable[..., MemoryEngine]
 
@@ -137,6 +138,27 @@ def test_recent_enriches_a_follow_up(engine: MemoryEngine) -> None:
     recent = ["Which database are we using for billing?", "We use PostgreSQL for billing."]
     inj = engine.inject("s2", "why that?", recent=recent)
     assert ids(inj) == [mid]
+
+
+@pytest.mark.parametrize("cache_size", [2048, 0])
+def test_a_turn_embeds_its_query_once(store_backend: Backend, cache_size: int) -> None:
+    """The query is embedded ahead, while the turn's first store trip runs, and the search
+    uses that vector: one model call for the query, none twice; without a query cache
+    (``cache_size = 0``) the search embeds it itself, once."""
+    embedder = HashEmbedder()
+    engine = store_backend.engine(embedder, embedding={"cache_size": cache_size})
+    mid = engine.add(PEANUTS).memory.id
+    engine.add(TEA)
+    asked: list[str] = []
+    embed = embedder.embed_batch
+
+    def counting(texts: Any) -> Any:
+        asked.extend(texts)
+        return embed(texts)
+
+    embedder.embed_batch = counting  # type: ignore[method-assign]
+    assert ids(engine.inject("s1", QUESTION)) == [mid]
+    assert asked == [QUESTION]
 
 
 def test_only_a_follow_up_is_enriched(engine: MemoryEngine) -> None:

@@ -25,13 +25,17 @@ turns of one session at once are serialised there, so neither repeats what the o
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import time
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 
 from memlane.config import InjectionSettings
+from memlane.embeddings.cache import Embeddings
 from memlane.errors import InvalidArgument
 from memlane.history import INJECTION_BLOCK_PREFIX, is_injection_text
 from memlane.injection.agree import NearPairs
@@ -242,12 +246,13 @@ class Injector:
         if cfg.ambient_enabled and cfg.pinned_types:
             sort = PinnedSort(cfg.pinned_sort)
             pinned_query = PinnedQuery(cfg.pinned_types, cfg.pinned_limit, sort, project)
-        step = store.search_step(owner, agent, TurnQuery(session, pinned_query))
+        query = build_query(text, recent, cfg)
+        with _embedding_ahead(self.retriever.embeddings, query):
+            step = store.search_step(owner, agent, TurnQuery(session, pinned_query))
         context = step.context
         assert context is not None  # asked with a turn
         same_session = context.same_session | set(known)
         pinned_pool = [(m, m.importance) for m in context.pinned]
-        query = build_query(text, recent, cfg)
         hits = self.retriever.search(
             query,
             owner=owner,
@@ -417,6 +422,31 @@ class Injector:
             dict(result.skipped),
             result.elapsed_ms,
         )
+
+
+#: Threads that embed a turn's query while its first store trip runs (one per concurrent turn
+#: in the common case; a turn that finds them all busy embeds the query itself, as before).
+_AHEAD = ThreadPoolExecutor(max_workers=4, thread_name_prefix="memlane-embed-ahead")
+
+
+@contextmanager
+def _embedding_ahead(embeddings: Embeddings, query: str) -> Iterator[None]:
+    """Embed ``query`` on another thread while the body runs (the turn's first store trip: on
+    PostgreSQL a round trip to the server, on SQLite reads that release the GIL, as the model
+    does), then wait for it; the vector lands in ``embeddings``' query cache, where the
+    search's own :meth:`~memlane.embeddings.cache.Embeddings.embed_query` finds it. Nothing is
+    done ahead without that cache (``cache_size = 0``). A model error is the search's to raise
+    (it embeds again); a job that never started is withdrawn and the search embeds inline."""
+    if not embeddings.cache_size:
+        yield
+        return
+    job = _AHEAD.submit(embeddings.embed_query, query)
+    try:
+        yield
+    finally:
+        if not job.cancel():
+            with contextlib.suppress(Exception):
+                job.result()
 
 
 class _Turn:
