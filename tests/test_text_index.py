@@ -120,6 +120,12 @@ def test_project_scope_filters_inside_the_index_with_the_owner_statistics() -> N
     assert index.in_scope([1, 3, 4, 99], project="repo-a").tolist() == [1, 0, 1, -1]
     codes = index.scope_codes(np.array([1, 3, 4, 2, 99], dtype=np.uint64)).tolist()
     assert codes[2] == codes[3] and len({codes[0], codes[1], codes[2]}) == 3 and codes[4] == -1
+    # a change reaches the next search of a scope asked for before
+    index.apply([(7, True, "Caroline again", None, "fact", "repo-a")], watermark=9)
+    assert set(dict(index.search(tokens("Caroline"), 10, project="repo-a"))) == {1, 4, 7}
+    index.apply([(1, False, "", None, "fact", "repo-a")], watermark=10)
+    assert set(dict(index.search(tokens("Caroline"), 10, project="repo-a"))) == {4, 7}
+    assert index.scope_size(project="repo-a") == len(DOCS) - 1
 
 
 def test_type_filter_keeps_the_owner_statistics() -> None:

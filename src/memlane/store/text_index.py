@@ -40,6 +40,8 @@ K1 = 1.2
 B = 0.75
 
 _STEMMER = Stemmer.Stemmer("porter")
+#: Scope masks kept between changes of an index (one per scope asked for: agent, project, types).
+MASKS = 16
 
 
 def tokens(text: str) -> list[str]:
@@ -85,6 +87,9 @@ class TextIndex:
         self._type_code: dict[str, int] = {}
         # term -> [slots, tfs, used]
         self._postings: dict[str, list[Any]] = {}
+        # the scope masks of :meth:`_allowed` since the last change (a turn asks for its
+        # scope's three times: the vector leg's size and hits, and the BM25 search)
+        self._masks: dict[tuple[Any, ...], NDArray[np.bool_]] = {}
 
     def __len__(self) -> int:
         return len(self._slot_of)
@@ -96,6 +101,8 @@ class TextIndex:
         """Apply changed rows ``(key, active, content, agent, type, project)``; then set the
         watermark."""
         for key, active, content, agent, mtype, project in rows:
+            if self._masks:
+                self._masks.clear()
             self._remove(key)
             if active:
                 self._add(key, content, agent, mtype, project)
@@ -150,6 +157,7 @@ class TextIndex:
 
     def _compact(self) -> None:
         """Drop dead slots: renumber the alive ones in order and filter every posting list."""
+        self._masks.clear()
         alive = self._alive[: self._used]
         new_slot = np.cumsum(alive, dtype=np.int64) - 1
         n = int(alive.sum())
@@ -181,7 +189,20 @@ class TextIndex:
     ) -> NDArray[np.bool_]:
         """Per slot (``(used,)``): alive and in the scope. ``agent``: that agent's and shared
         memories (``None``: every agent's); ``project``: that project's and global ones
-        (``None``: every project's); ``types`` (type names): only those types."""
+        (``None``: every project's); ``types`` (type names): only those types. Kept until the
+        index changes (:data:`MASKS` scopes at most); callers never write into it."""
+        key = (agent, project, None if not types else frozenset(types))
+        found = self._masks.get(key)
+        if found is None:
+            if len(self._masks) >= MASKS:
+                self._masks.clear()
+            found = self._masks[key] = self._scope_mask(agent, project, types)
+        return found
+
+    def _scope_mask(
+        self, agent: str | None, project: str | None, types: Collection[str] | None
+    ) -> NDArray[np.bool_]:
+        """:meth:`_allowed`, computed."""
         used = self._used
         allowed = self._alive[:used]
         if agent is not None:

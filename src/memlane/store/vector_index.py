@@ -154,13 +154,25 @@ class OwnerIndex:
         out_cos[rows[take], rank[take]] = cos[take]
         return out_keys, out_cos, counts.astype(np.int64)
 
-    def search(self, vector: Vector, k: int) -> list[tuple[int, float]]:
-        """Nearest ``k`` keys with cosine similarity, best first."""
+    def search(
+        self, vector: Vector, k: int, expansion: int | None = None
+    ) -> list[tuple[int, float]]:
+        """Nearest ``k`` keys with cosine similarity, best first. ``expansion``: the HNSW
+        search breadth for this call (default: the index's 96; ignored below ``exact_below``,
+        where the search is exact)."""
         n = len(self._index)
         if n == 0 or k <= 0:
             return []
         k = min(k, n)
-        matches = self._index.search(vector, k, exact=n < self.exact_below)
+        if expansion is None or n < self.exact_below:
+            matches = self._index.search(vector, k, exact=n < self.exact_below)
+        else:
+            default = self._index.expansion_search
+            self._index.expansion_search = max(expansion, k)  # type: ignore[misc]
+            try:
+                matches = self._index.search(vector, k)
+            finally:
+                self._index.expansion_search = default  # type: ignore[misc]
         keys = np.asarray(matches.keys).tolist()
         dists = np.asarray(matches.distances).tolist()
         return [(int(key), 1.0 - float(d)) for key, d in zip(keys, dists, strict=True)]
