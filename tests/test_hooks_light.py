@@ -5,9 +5,11 @@ a heavy import on every call is latency the user pays on every prompt."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlsplit
@@ -163,3 +165,50 @@ def test_the_hooks_url_reader_agrees_with_urlsplit(url: str) -> None:
 @pytest.mark.parametrize("session", ["0b6f3c2e-9d1a-4c55", "a b/c?d", "caf\u00e9", "x%41", "~._-"])
 def test_session_ids_are_quoted_as_urllib_quotes_them(session: str) -> None:
     assert quote_segment(session) == quote(session, safe="")
+
+
+def _owner_and_toml_import(home: Path) -> tuple[str, bool]:
+    """``[hooks] owner`` as a fresh process's hook reads it, and whether it imported tomllib."""
+    code = (
+        "import sys\n"
+        "from memlane.hooks.config import load_config\n"
+        f"cfg = load_config({str(home)!r})\n"
+        "print(cfg.owner, 'tomllib' in sys.modules, sep='|')\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMLANE_")}
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True
+    )
+    owner, imported = done.stdout.strip().split("|")
+    return owner, imported == "True"
+
+
+def test_memlane_toml_is_parsed_again_only_when_it_changed(tmp_path: Path) -> None:
+    """The hook keeps the sections it reads of ``memlane.toml`` in ``<home>/cache`` (its
+    user's only): a file unchanged since (and older than 2 s at) that read is not parsed
+    again; an edit is seen at once, even one that keeps the size and the modification time,
+    and a file replaced by another."""
+    home = tmp_path / "home"
+    home.mkdir()
+    toml = home / "memlane.toml"
+    toml.write_text('[hooks]\nowner = "carol"\n[server]\ntoken = "s3cret"\n', encoding="utf-8")
+    past = time.time() - 60
+    os.utime(toml, (past, past))
+    assert _owner_and_toml_import(home) == ("carol", True)  # read and cached
+    cache = home / "cache" / "hooks-toml.json"
+    assert cache.stat().st_mode & 0o777 == 0o600  # the token is in it
+    assert _owner_and_toml_import(home) == ("carol", False)  # from the cache
+    toml.write_text('[hooks]\nowner = "erinx"\n[server]\ntoken = "s3cret"\n', encoding="utf-8")
+    os.utime(toml, (past, past))  # same size, same modification time: the change time moved
+    assert _owner_and_toml_import(home) == ("erinx", True)
+    assert _owner_and_toml_import(home) == ("erinx", False)
+    fresh = home / "new.toml"
+    fresh.write_text('[hooks]\nowner = "frank"\n', encoding="utf-8")
+    os.utime(fresh, (past, past))
+    fresh.replace(toml)  # another file (inode) under the name
+    assert _owner_and_toml_import(home) == ("frank", True)
+    toml.write_text('[hooks]\nowner = "gina"\n', encoding="utf-8")  # just written: racy
+    assert _owner_and_toml_import(home) == ("gina", True)
+    assert _owner_and_toml_import(home) == ("gina", True)  # still within 2 s of the read
+    toml.unlink()
+    assert _owner_and_toml_import(home) == ("", False)  # no file: the defaults

@@ -1,7 +1,7 @@
 """The ``[hooks]`` settings as the hook process reads them: ``memlane.toml`` and ``MEMLANE_*``
 with the standard library only (pydantic costs ~0.1 s of import on every prompt); paths are
 strings (:mod:`pathlib` costs milliseconds of import on every hook call) and :mod:`tomllib` is
-imported only when the home has a ``memlane.toml``.
+imported only when ``memlane.toml`` changed since the hook last read it (:func:`read_toml`).
 
 The keys, defaults and limits are those of :class:`memlane.config.HooksSettings` (a test checks
 that both agree); the server's address comes from ``[server] host``/``port``/``token``.
@@ -20,6 +20,8 @@ if TYPE_CHECKING:
 CONFIG_FILENAME = "memlane.toml"
 #: The hooks' cache of repositories' root commits, under ``<home>/cache``.
 ROOTS_CACHE = "roots.json"
+#: The hooks' cache of ``memlane.toml``'s sections they read, under ``<home>/cache``.
+TOML_CACHE = "hooks-toml.json"
 DEFAULT_HOME = "~/.memlane"
 
 #: The agent scope of each client when ``[hooks] agent`` is not set.
@@ -184,6 +186,71 @@ def _coerce(key: str, value: Any) -> Any:
     return number
 
 
+#: The sections of ``memlane.toml`` the hook reads (all that :data:`TOML_CACHE` keeps).
+TOML_SECTIONS = ("hooks", "server", "scope", "injection", "agents")
+#: A ``memlane.toml`` changed less than this before its cache was written may change again
+#: within its file system's time granularity without its size or time changing: the cache
+#: is not trusted for it (git's "racily clean" rule for its index).
+RACY_NS = 2_000_000_000
+
+
+def _stat_key(info: os.stat_result) -> list[int]:
+    return [info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns]
+
+
+def read_toml(path: str, cache: str) -> dict[str, Any]:
+    """The :data:`TOML_SECTIONS` of the TOML file ``path`` (``{}`` when there is none),
+    through the JSON file ``cache``: :mod:`tomllib` (with :mod:`typing`, as long to import as
+    :mod:`json`: ~5 ms a hook call) is imported only when the file changed since it was read
+    (its device, inode, size, modification and change times), or changed within
+    :data:`RACY_NS` of that read. The cache is readable by its user only (``[server] token``
+    may be in it, as in the file). A cache that cannot be read or written is skipped.
+
+    Raises:
+        HookConfigError: the file is not TOML.
+    """
+    import json
+
+    try:
+        info = os.stat(path)
+    except FileNotFoundError:
+        return {}
+    key = _stat_key(info)
+    try:
+        with open(cache, encoding="utf-8") as fh:
+            cached = json.load(fh)
+        if (
+            cached["key"] == key
+            and cached["read_ns"] - info.st_mtime_ns > RACY_NS
+            and isinstance(cached["data"], dict)
+        ):
+            return dict(cached["data"])
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    import time
+    import tomllib
+
+    read_ns = time.time_ns()
+    try:
+        with open(path, encoding="utf-8") as fh:
+            parsed = tomllib.loads(fh.read())
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise HookConfigError(f"{path} is not valid TOML ({exc})") from None
+    data = {name: parsed[name] for name in TOML_SECTIONS if name in parsed}
+    try:
+        text = json.dumps({"key": key, "read_ns": read_ns, "data": data})
+        folder = os.path.dirname(cache)
+        os.makedirs(folder, mode=0o700, exist_ok=True)
+        tmp = os.path.join(folder, f".{os.path.basename(cache)}.{os.getpid()}")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            out.write(text)
+        os.replace(tmp, cache)
+    except (OSError, TypeError, ValueError):
+        pass  # a value JSON cannot hold (a TOML date), a read-only home: read it again next time
+    return data
+
+
 def load_config(home: str | os.PathLike[str] | None = None) -> HookConfig:
     """Read ``[hooks]``, ``[scope] owner`` and ``[server] token`` of ``<home>/memlane.toml``
     and their ``MEMLANE_*`` overrides (``MEMLANE_HOOKS__URL``, ``MEMLANE_SCOPE__OWNER`` ...).
@@ -194,15 +261,7 @@ def load_config(home: str | os.PathLike[str] | None = None) -> HookConfig:
     raw = home if home is not None else os.environ.get("MEMLANE_HOME") or DEFAULT_HOME
     home_path = os.path.realpath(os.path.expanduser(os.fspath(raw)))
     path = os.path.join(home_path, CONFIG_FILENAME)
-    data: dict[str, Any] = {}
-    if os.path.isfile(path):
-        import tomllib
-
-        try:
-            with open(path, encoding="utf-8") as fh:
-                data = tomllib.loads(fh.read())
-        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-            raise HookConfigError(f"{path} is not valid TOML ({exc})") from None
+    data = read_toml(path, os.path.join(home_path, "cache", TOML_CACHE))
     hooks = dict(data.get("hooks") or {})
     server = dict(data.get("server") or {})
     for key in list(os.environ):
