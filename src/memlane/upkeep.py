@@ -10,31 +10,18 @@ import builtins
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from memlane.engine_parts import EngineParts
 from memlane.errors import InvalidArgument
 from memlane.types import DedupLogEntry
 
 if TYPE_CHECKING:
-    from memlane.config import Settings
     from memlane.dedup.janitor import JanitorReport
     from memlane.dedup.review import Reviewer, ReviewOutcome
-    from memlane.dedup.write import WritePath
-    from memlane.embeddings.cache import Embeddings
-    from memlane.llm import LLM
-    from memlane.store import MemoryStore
 
 
-class Upkeep:
+class Upkeep(EngineParts):
     """:meth:`janitor`, :meth:`review_pending`, :meth:`review`, :meth:`review_with_llm`,
     :meth:`llm_stats` (see the module docstring)."""
-
-    if TYPE_CHECKING:
-        store: MemoryStore
-        writer: WritePath
-        embeddings: Embeddings
-        settings: Settings
-        llm: LLM | None
-
-        def owner_of(self, owner: str | None, agent: object = None) -> str: ...
 
     def janitor(
         self,

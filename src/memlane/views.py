@@ -9,13 +9,10 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from memlane.engine_parts import EngineParts
 from memlane.types import Memory
-
-if TYPE_CHECKING:
-    from memlane.embeddings import Embedder
-    from memlane.store import MemoryStore
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,15 +38,8 @@ class StoreStats:
         }
 
 
-class Views:
+class Views(EngineParts):
     """Read-only views for the doors (see the module docstring)."""
-
-    store: MemoryStore
-    embedder: Embedder
-
-    if TYPE_CHECKING:
-
-        def owner_of(self, owner: str | None, agent: object = None) -> str: ...
 
     @property
     def model_name(self) -> str:

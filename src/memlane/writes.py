@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from memlane.dedup.write import MemoryInput, check_scope
+from memlane.engine_parts import EngineParts
 from memlane.errors import ConfigError
 from memlane.llm import Learner
 from memlane.scope import resolve_owner
@@ -20,26 +21,15 @@ from memlane.store.base import NewMemory
 from memlane.types import Memory, MemoryType, MemoryVersion, WriteResult
 
 if TYPE_CHECKING:
-    from memlane.config import Settings
-    from memlane.dedup.write import WritePath
-    from memlane.embeddings.cache import Embeddings
-    from memlane.llm import LLM
-    from memlane.store import MemoryStore
+    pass
 
 
-class Writes:
+class Writes(EngineParts):
     """:meth:`add`, :meth:`add_many`, :meth:`learn`, :meth:`validate`, :meth:`update`,
     :meth:`forget`, :meth:`purge`, :meth:`restore`, :meth:`restore_memories` (see the module
     docstring)."""
 
     if TYPE_CHECKING:
-        store: MemoryStore
-        writer: WritePath
-        embeddings: Embeddings
-        settings: Settings
-        llm: LLM | None
-
-        def owner_of(self, owner: str | None, agent: object = None) -> str: ...
 
         def get(
             self,
