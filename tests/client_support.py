@@ -206,6 +206,15 @@ def claude_once(lab: Lab, cwd: Path, prompt: str, session: str | None = None) ->
 
 
 # ------------------------------------------------------------------------------ Gemini CLI
+def gemini_settings(lab: Lab, changes: dict[str, Any]) -> None:
+    """Merge ``changes`` (top-level keys) into the lab user's ``~/.gemini/settings.json``."""
+    path = lab.user_home / ".gemini" / "settings.json"
+    settings = json.loads(path.read_text())
+    for key, value in changes.items():
+        settings[key] = {**settings.get(key, {}), **value}
+    path.write_text(json.dumps(settings, indent=2))
+
+
 def gemini_once(lab: Lab, cwd: Path, prompt: str, *, resume: bool) -> str:
     """``gemini -p PROMPT [--resume latest]``: its stdout."""
     args = [str(lab.gemini), "-p", prompt] + (["--resume", "latest"] if resume else [])

@@ -6,11 +6,14 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from conftest import Backend
+from server_support import run_server
 
 OWNER = "alice"
 
@@ -43,6 +46,22 @@ def hook_env(backend: Backend, **hooks: Any) -> dict[str, str]:
     for key, value in settings.items():
         env[f"MEMLANE_HOOKS__{key.upper()}"] = str(value)
     return env
+
+
+#: The two ways a hook reaches the store (:func:`hook_paths`).
+PATHS = ("in-process", "server")
+
+
+@contextmanager
+def hook_paths(path: str, backend: Backend) -> Iterator[dict[str, str]]:
+    """The hook's environment for ``path`` (one of :data:`PATHS`): no server (the engine
+    in-process), or a real ``memlane serve`` of ``backend``'s store, stopped on exit."""
+    if path == "in-process":
+        yield hook_env(backend)
+        return
+    with run_server(backend) as served:
+        assert served.proc.poll() is None, served.log.read_text()
+        yield hook_env(backend, url=served.url)
 
 
 def run_hook(env: dict[str, str], event: str, payload: dict[str, Any] | str, *args: str) -> HookRun:

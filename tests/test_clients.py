@@ -4,7 +4,8 @@ memlane's hooks installed by ``memlane hooks install``, talking to fake model se
 
 - a memory added with ``memlane add`` (no owner) reaches Claude Code's model;
 - over a session it is injected once and no request holds it twice; after ``/compact``
-  (Claude Code), a real ``/compress`` or ``/clear`` (Gemini CLI) it comes back, once;
+  (Claude Code) or ``/clear`` (Gemini CLI) it comes back, once; a Gemini CLI compression,
+  ``/compress`` or automatic inside a turn, leaves it in every request once;
 - a ``memlane serve`` of another home on the configured port is not used;
 - a memory the session wrote through memlane's MCP ``remember`` is not injected back into it;
 - Claude Code and Gemini CLI in one repository share its project memories, and a second
@@ -97,31 +98,58 @@ def gemini_rows(lab: cs.Lab, memory: dict[str, str]) -> tuple[list[cs.Row], str]
     return found, cs.table("gemini", found, {mid: "DB" for mid in memory})
 
 
-def test_gemini_cli_memory_comes_back_once_after_compress(lab: cs.Lab) -> None:
+def snapshots(lab: cs.Lab) -> list[int]:
+    """The numbers of the conversation requests whose history is a compressed one."""
+    requests = lab.google.model_requests()
+    return [n for n, r in enumerate(requests, 1) if "<state_snapshot>" in str(r.body)]
+
+
+def test_gemini_cli_memory_stays_once_after_compress(lab: cs.Lab) -> None:
     """``/compress`` (a real compression: the CLI's summary calls, the history replaced by a
-    ``<state_snapshot>``) takes the block out of the history; the BeforeModel hook sees it gone
-    and the memory comes back at the next prompt, once, and stays one copy after that.
+    ``<state_snapshot>``) takes the block out of the history; the BeforeModel hook sees it
+    gone and adds it to that very request (Gemini CLI does not keep that change, so every
+    later request of the window gets it the same way): every request holds the memory once.
 
     The first request with the snapshot is the ``/compress`` turn itself, or (seen under load)
     the next one: ``gemini -p /compress`` sent its prompt before the compressed history was in
-    place. Either way that request lacks the memory (its BeforeAgent ran before BeforeModel saw
-    the compression) and every later one holds it once."""
+    place. (Before: that first compressed request lacked the memory.)"""
     repo = cs.make_repo(lab.root / "shop", "git@github.com:acme/shop.git")
     memory = added(lab, DB)
     (mid,) = memory
     for n, ask in enumerate([ASKS[0], ASKS[1], "/compress", ASKS[2], ASKS[3]]):
         cs.gemini_once(lab, repo, ask, resume=n > 0)
     found, table = gemini_rows(lab, memory)
-    snapshot = [
-        n for n, r in enumerate(lab.google.model_requests(), 1) if "<state_snapshot>" in str(r.body)
-    ]
-    assert snapshot in ([3, 4, 5], [4, 5]), table  # a real compression, kept from then on
-    first = snapshot[0] - 1
-    copies = [r.memories.get(mid, 0) for r in found]
-    assert copies[:first] == [1] * first, table
-    assert copies[first] == 0, table  # compressed away
-    assert copies[first + 1 :] == [1] * (len(found) - first - 1), table  # back, once
-    assert all(r.blocks == (1 if r.memories else 0) for r in found), table
+    assert snapshots(lab) in ([3, 4, 5], [4, 5]), table  # a real compression, kept from then on
+    assert [r.memories.get(mid, 0) for r in found] == [1] * 5, table
+    assert [r.blocks for r in found] == [1] * 5, table
+
+
+def test_gemini_cli_automatic_compression_inside_a_turn_keeps_the_memory_once(
+    lab: cs.Lab,
+) -> None:
+    """Gemini CLI compresses on its own, inside the turn: after ``BeforeAgent`` has run, when
+    the history passes ``model.compressionThreshold`` of the model's window. Set to 0.0001
+    here (about 100 of 1,048,576 tokens), every resumed turn compresses. The memory injected
+    at the first turn is in every request exactly once: each compression takes it out of the
+    history and the ``BeforeModel`` hook adds it to that same request. (Before: the request
+    after each compression lacked it, and it came back one prompt late.)"""
+    repo = cs.make_repo(lab.root / "shop", "git@github.com:acme/shop.git")
+    cs.gemini_settings(lab, {"model": {"compressionThreshold": 0.0001}})
+    memory = added(lab, DB)
+    (mid,) = memory
+    for n, ask in enumerate(ASKS + ASKS[:1]):
+        cs.gemini_once(lab, repo, ask, resume=n > 0)
+    found, table = gemini_rows(lab, memory)
+    summaries = [
+        r for r in lab.google.requests
+        if ":generateContent" in r.path and "Generate a new <state_snapshot>" in str(r.body)
+    ]  # fmt: skip
+    assert summaries, table  # the CLI compressed on its own (no /compress)
+    assert snapshots(lab) == [2, 3, 4, 5], table  # from the second turn on
+    assert [r.memories.get(mid, 0) for r in found] == [1] * 5, table
+    assert [r.blocks for r in found] == [1] * 5, table
+    log = (lab.home / "logs" / "hooks.log").read_text()
+    assert "no longer in the request (compressed away) added to it" in log
 
 
 def test_gemini_cli_memory_comes_back_once_after_clear(lab: cs.Lab) -> None:

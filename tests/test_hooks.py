@@ -15,7 +15,15 @@ from pathlib import Path
 import pytest
 
 from conftest import Backend
-from hook_support import OWNER, claude_payload, gemini_payload, hook_env, run_hook
+from hook_support import (
+    OWNER,
+    PATHS,
+    claude_payload,
+    gemini_payload,
+    hook_env,
+    hook_paths,
+    run_hook,
+)
 from memlane import InvalidArgument, MemoryEngine
 from memlane.config import HooksSettings
 from memlane.history import INJECTION_BLOCK_PREFIX
@@ -41,17 +49,13 @@ def seeded(store_backend: Backend) -> MemoryEngine:
     return engine
 
 
-@pytest.fixture(params=["in-process", "server"])
+@pytest.fixture(params=PATHS)
 def env(
     request: pytest.FixtureRequest, store_backend: Backend, seeded: MemoryEngine
 ) -> Iterator[dict[str, str]]:
     """The hook's environment: no server (engine in-process), or a real ``memlane serve``."""
-    if request.param == "in-process":
-        yield hook_env(store_backend)
-        return
-    with run_server(store_backend) as served:
-        assert served.proc.poll() is None, served.log.read_text()
-        yield hook_env(store_backend, url=served.url)
+    with hook_paths(request.param, store_backend) as made:
+        yield made
 
 
 def injected(engine: MemoryEngine, session: str) -> dict[str, int]:

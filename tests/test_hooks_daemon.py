@@ -158,10 +158,10 @@ def test_session_start_with_nothing_to_print_opens_nothing(
     assert not (store_backend.home / "run").exists()
 
 
-def test_the_deadline_covers_reading_stdin(store_backend: Backend, tmp_path: Path) -> None:
-    """A client that sends the payload but keeps the pipe open does not hold the hook."""
-    store_backend.engine().add(OURS, owner=OWNER)
-    env = env_of(store_backend, autostart="false", timeout_s="30")
+def spawn_hook(env: dict[str, str], sent: bytes) -> bytes:
+    """``memlane hook UserPromptSubmit`` given ``sent`` on a stdin pipe that stays open (a
+    client that never closes its end); checks that it exits 0 and returns what it printed.
+    The 120 s bound only catches a hook that hangs."""
     proc = subprocess.Popen(
         [sys.executable, "-m", "memlane", "hook", "UserPromptSubmit"],
         stdin=subprocess.PIPE,
@@ -169,14 +169,25 @@ def test_the_deadline_covers_reading_stdin(store_backend: Backend, tmp_path: Pat
         env=env,
     )
     assert proc.stdin is not None and proc.stdout is not None
+    try:
+        proc.stdin.write(sent)
+        proc.stdin.flush()  # and not closed
+        assert proc.wait(timeout=120) == 0
+        return proc.stdout.read()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        proc.stdout.close()
+        proc.stdin.close()
+
+
+def test_the_deadline_covers_reading_stdin(store_backend: Backend, tmp_path: Path) -> None:
+    """A client that sends the payload but keeps the pipe open does not hold the hook."""
+    store_backend.engine().add(OURS, owner=OWNER)
+    env = env_of(store_backend, autostart="false", timeout_s="30")
     payload = claude_payload("UserPromptSubmit", "s6", tmp_path, prompt=ASK)
-    proc.stdin.write(json.dumps(payload).encode())
-    proc.stdin.flush()  # and not closed
-    assert proc.wait(timeout=120) == 0
-    printed = proc.stdout.read().decode()
-    proc.stdout.close()
-    proc.stdin.close()
-    assert "tools/ship.sh" in printed
+    assert "tools/ship.sh" in spawn_hook(env, json.dumps(payload).encode()).decode()
 
 
 def test_a_stuck_stdin_meets_the_deadline(store_backend: Backend, tmp_path: Path) -> None:
@@ -184,20 +195,8 @@ def test_a_stuck_stdin_meets_the_deadline(store_backend: Backend, tmp_path: Path
     kept open) gets an exit 0 with nothing printed, and the log says why. Without the deadline
     the hook would wait for ever (the 120 s bound below only catches that hang)."""
     env = env_of(store_backend, autostart="false", timeout_s="1")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "memlane", "hook", "UserPromptSubmit"],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        env=env,
-    )
-    assert proc.stdin is not None and proc.stdout is not None
     payload = json.dumps(claude_payload("UserPromptSubmit", "s7", tmp_path, prompt=ASK))
-    proc.stdin.write(payload[: len(payload) // 2].encode())
-    proc.stdin.flush()  # half an object, and the pipe stays open
-    assert proc.wait(timeout=120) == 0
-    assert proc.stdout.read() == b""
-    proc.stdout.close()
-    proc.stdin.close()
+    assert spawn_hook(env, payload[: len(payload) // 2].encode()) == b""  # half an object
     assert "deadline of 1 s ([hooks] timeout_s) passed; nothing printed" in log_of(store_backend)
 
 

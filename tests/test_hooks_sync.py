@@ -16,8 +16,16 @@ import httpx
 import pytest
 
 from conftest import Backend
-from hook_support import OWNER, claude_payload, gemini_payload, hook_env, run_hook
-from memlane.hooks.run import memlane_blocks
+from hook_support import (
+    OWNER,
+    PATHS,
+    claude_payload,
+    gemini_payload,
+    hook_env,
+    hook_paths,
+    run_hook,
+)
+from memlane.hooks.gemini import memlane_blocks, with_block
 from server_support import run_server
 
 DB = "The staging database is PostgreSQL 16 with pgvector, listening on port 5433"
@@ -25,17 +33,13 @@ ASK = "Which database does the staging environment use?"
 ASK2 = "Which port does the staging database listen on?"
 
 
-@pytest.fixture(params=["in-process", "server"])
+@pytest.fixture(params=PATHS)
 def env(request: pytest.FixtureRequest, store_backend: Backend) -> Iterator[dict[str, str]]:
     engine = store_backend.engine()
     engine.add(DB, owner=OWNER)
     engine.close()
-    if request.param == "in-process":
-        yield hook_env(store_backend)
-        return
-    with run_server(store_backend) as served:
-        assert served.proc.poll() is None, served.log.read_text()
-        yield hook_env(store_backend, url=served.url)
+    with hook_paths(request.param, store_backend) as made:
+        yield made
 
 
 def injected(env: dict[str, str], payload: dict[str, Any], event: str = "BeforeAgent") -> str:
@@ -58,10 +62,20 @@ def request_with(*user_turns: str) -> dict[str, Any]:
 
 
 def before_model(env: dict[str, str], session: str, cwd: Path, request: dict[str, Any]) -> str:
+    """The request's messages joined, as the hook leaves them: unchanged when it prints
+    nothing, else with its ``llm_request`` change (which must keep every message)."""
     payload = gemini_payload("BeforeModel", session, cwd, llm_request=request)
     done = run_hook(env, "BeforeModel", payload)
-    assert (done.returncode, done.stdout) == (0, "")  # the request goes out as it is
-    return done.stdout
+    assert done.returncode == 0
+    messages = request["messages"]
+    if done.stdout:
+        out = json.loads(done.stdout)["hookSpecificOutput"]
+        assert out["hookEventName"] == "BeforeModel" and list(out) == ["hookEventName",
+                                                                       "llm_request"]  # fmt: skip
+        changed = out["llm_request"]["messages"]
+        assert [m["role"] for m in changed] == [m["role"] for m in messages]
+        messages = changed
+    return "\n".join(m["content"] for m in messages)
 
 
 def log_of(backend: Backend) -> str:
@@ -69,23 +83,31 @@ def log_of(backend: Backend) -> str:
     return path.read_text() if path.exists() else ""
 
 
-def test_gemini_before_model_follows_a_compression(
+def test_gemini_before_model_adds_what_a_compression_took_to_that_request(
     env: dict[str, str], store_backend: Backend, tmp_path: Path
 ) -> None:
+    """A compression inside the turn (after BeforeAgent) took the block: BeforeModel adds it
+    to that very request, once, and to every later request that lacks it (Gemini does not
+    keep the change); BeforeAgent does not inject it again meanwhile."""
     first = injected(env, gemini_payload("BeforeAgent", "g1", tmp_path, prompt=ASK))
     assert DB in first
     held = f"{ASK}<hook_context>{first}</hook_context>"
-    before_model(env, "g1", tmp_path, request_with(held))
+    sent = before_model(env, "g1", tmp_path, request_with(held))
+    assert sent.count(DB) == 1  # held: the request goes out as it is
     # the history holds the block: not injected again
     assert injected(env, gemini_payload("BeforeAgent", "g1", tmp_path, prompt=ASK2)) == ""
-    before_model(env, "g1", tmp_path, request_with(held, ASK2))
+    assert before_model(env, "g1", tmp_path, request_with(held, ASK2)).count(DB) == 1
     assert "no longer in the request" not in log_of(store_backend)
-    # a compression replaced the history by a summary: the block is gone
+    # a compression replaced the history by a summary: the block is gone, and comes back
     summary = "<state_snapshot>the user asked about staging</state_snapshot>"
-    before_model(env, "g1", tmp_path, request_with(summary, ASK2))
-    assert "1 memories no longer in the request" in log_of(store_backend)
-    again = injected(env, gemini_payload("BeforeAgent", "g1", tmp_path, prompt=ASK))
-    assert again.count(DB) == 1  # it comes back, once
+    sent = before_model(env, "g1", tmp_path, request_with(summary, ASK2))
+    assert sent.count(DB) == 1 and sent.endswith(f"{ASK2}<hook_context>{first}</hook_context>")
+    assert "1 memories no longer in the request (compressed away) added" in log_of(store_backend)
+    # the next prompt: still within the window, so not injected into the history again, and
+    # its request (whose history lacks the block) gets it from BeforeModel once more
+    assert injected(env, gemini_payload("BeforeAgent", "g1", tmp_path, prompt=ASK)) == ""
+    again = before_model(env, "g1", tmp_path, request_with(summary, ASK2, ASK))
+    assert again.count(DB) == 1 and again.endswith(f"{ASK}<hook_context>{first}</hook_context>")
 
 
 def test_gemini_a_block_the_history_keeps_is_never_injected_twice(
@@ -103,7 +125,27 @@ def test_gemini_a_block_the_history_keeps_is_never_injected_twice(
         ask = f"{ASK2} (asked again, {n})"
         assert injected(env, gemini_payload("BeforeAgent", "g2", tmp_path, prompt=ask)) == ""
         turns.append(ask)
-        before_model(env, "g2", tmp_path, request_with(*turns))
+        assert before_model(env, "g2", tmp_path, request_with(*turns)).count(DB) == 1
+
+
+def test_gemini_after_the_window_a_compressed_memory_is_injected_again_once(
+    store_backend: Backend, tmp_path: Path
+) -> None:
+    """Compressed away, a memory is added by BeforeModel only while its window lasts (depth
+    2 here); after it the next prompt injects it into the history again, and BeforeModel then
+    finds it there: one copy in every request."""
+    engine = store_backend.engine()
+    engine.add(DB, owner=OWNER)
+    engine.close()
+    env = {**hook_env(store_backend), "MEMLANE_INJECTION__CONTEXT_WINDOW_DEPTH": "2"}
+    first = injected(env, gemini_payload("BeforeAgent", "g3", tmp_path, prompt=ASK))
+    summary = "<state_snapshot>the user asked about staging</state_snapshot>"
+    assert injected(env, gemini_payload("BeforeAgent", "g3", tmp_path, prompt=ASK2)) == ""
+    assert before_model(env, "g3", tmp_path, request_with(summary, ASK2)).count(DB) == 1
+    again = injected(env, gemini_payload("BeforeAgent", "g3", tmp_path, prompt=ASK))
+    assert again == first  # the window passed: injected again, into the history
+    held = f"{ASK}<hook_context>{again}</hook_context>"
+    assert before_model(env, "g3", tmp_path, request_with(summary, ASK2, held)).count(DB) == 1
 
 
 def test_memlane_blocks_reads_only_the_blocks() -> None:
@@ -112,6 +154,26 @@ def test_memlane_blocks_reads_only_the_blocks() -> None:
     assert memlane_blocks(request) == block
     assert memlane_blocks({"messages": "not a list"}) == ""
     assert memlane_blocks(None) == ""
+    # Gemini escapes < and > in BeforeAgent's context: read back as the memory's text
+    typed = "[Context from memory]\n[Relevant to this message]\n[fact] use List<int>"
+    escaped = typed.replace("<", "&lt;").replace(">", "&gt;")
+    assert memlane_blocks(request_with(f"q<hook_context>{escaped}</hook_context>")) == typed
+
+
+def test_with_block_adds_to_the_last_user_message_only() -> None:
+    block = "[Context from memory]\n[Relevant to this message]\n[fact] use List<int>"
+    request = request_with("first", "second")
+    request["messages"].append({"role": "model", "content": "calling a tool"})
+    changed = with_block(request, block)
+    assert changed is not None and list(changed) == ["messages"]
+    escaped = block.replace("<", "&lt;").replace(">", "&gt;")
+    assert [m["content"] for m in changed["messages"]] == [
+        "first", "Noted.", f"second<hook_context>{escaped}</hook_context>", "calling a tool"
+    ]  # fmt: skip
+    assert memlane_blocks(changed) == block  # what the next sync reads back
+    assert request["messages"][2]["content"] == "second"  # the payload itself untouched
+    assert with_block({"messages": [{"role": "model", "content": "hi"}]}, block) is None
+    assert with_block(None, block) is None
 
 
 def remember_turns(mid: str, *, tool: str = "mcp__memlane__remember") -> list[dict[str, Any]]:

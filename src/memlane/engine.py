@@ -20,6 +20,7 @@ show beside memories in :class:`~memlane.views.Views`, the janitor and the revie
 from __future__ import annotations
 
 import builtins
+import dataclasses
 import os
 from collections.abc import Sequence
 
@@ -28,7 +29,8 @@ from memlane.dedup.write import MemoryInput, WritePath, check_project, check_sco
 from memlane.embeddings import Embedder, embedder_from_settings
 from memlane.embeddings.cache import Embeddings
 from memlane.errors import InvalidArgument, InvalidMemory, NotFound
-from memlane.injection import Injector, Sessions
+from memlane.injection import Injector, Sessions, format_block
+from memlane.injection.sessions import SyncResult
 from memlane.llm import LLM, make_llm
 from memlane.retrieval import Recipe, Retriever
 from memlane.scope import resolve_owner
@@ -317,6 +319,20 @@ class MemoryEngine(Writes, Views, Upkeep):
             InvalidArgument: ``reason`` is not ``compact``, ``clear`` or ``resume``.
         """
         return self.sessions.reset(session, reason, owner=self.owner_of(owner))
+
+    def sync_session(
+        self, session: str, text: str, *, owner: str | None = None, agent: str | None = None
+    ) -> SyncResult:
+        """Compare ``session``'s tracking with ``text``, the memlane blocks of one request of
+        the client to its model (:meth:`memlane.injection.Sessions.sync`); the result's
+        ``block`` holds the memories shown within the window that the request lacks, for the
+        caller to add to that request (``None`` when it lacks none).
+
+        Raises:
+            InvalidArgument: empty session, or ``text`` not a string.
+        """
+        done = self.sessions.sync(session, text, owner=self.owner_of(owner, agent), agent=agent)
+        return dataclasses.replace(done, block=format_block((), done.missing))
 
     def session(
         self, session: str, *, owner: str | None = None, agent: str | None = None

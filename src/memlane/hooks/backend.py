@@ -48,7 +48,7 @@ if TYPE_CHECKING:
 
         def reset(self, session: str, reason: str, *, owner: str) -> None: ...
 
-        def sync(self, session: str, text: str, *, owner: str, agent: str) -> list[str]: ...
+        def sync(self, session: str, text: str, *, owner: str, agent: str) -> Injected: ...
 
         def close(self) -> None: ...
 
@@ -273,12 +273,14 @@ class HttpBackend:
         path = f"/v1/sessions/{quote_segment(session)}/reset"
         self._call("POST", path, {"reason": reason, "owner": owner})
 
-    def sync(self, session: str, text: str, *, owner: str, agent: str) -> list[str]:
-        """Align the session's tracking with ``text`` (the memlane blocks of one request to
-        the model); returns the ids forgotten (no longer in the request)."""
+    def sync(self, session: str, text: str, *, owner: str, agent: str) -> Injected:
+        """Compare the session's tracking with ``text`` (the memlane blocks of one request to
+        the model); returns the block of the memories the request lacks (compressed away;
+        ``None`` when none) and their ids."""
         path = f"/v1/sessions/{quote_segment(session)}/sync"
         data = self._call("POST", path, {"text": text, "owner": owner, "agent": agent})
-        return [str(mid) for mid in data.get("gone", [])]
+        gone = tuple(str(mid) for mid in data.get("gone", []))
+        return Injected(data.get("block"), gone, int(data.get("state", {}).get("turn", 0)))
 
     def close(self) -> None:
         self.sock.close()
@@ -341,8 +343,9 @@ class LocalBackend:
     def reset(self, session: str, reason: str, *, owner: str) -> None:
         self.engine.reset_session(session, reason, owner=owner)
 
-    def sync(self, session: str, text: str, *, owner: str, agent: str) -> list[str]:
-        return list(self.engine.sessions.sync(session, text, owner=owner, agent=agent).gone)
+    def sync(self, session: str, text: str, *, owner: str, agent: str) -> Injected:
+        done = self.engine.sync_session(session, text, owner=owner, agent=agent)
+        return Injected(done.block, done.gone, done.state.turn)
 
     def close(self) -> None:
         self.engine.close()

@@ -17,11 +17,12 @@ event (client)                         what the hook does
 ``SessionStart`` ``startup``/``fork``  a new session: with ambient awareness on, print the
                                        pinned memories (recorded as injected); else nothing
 ``PreCompact`` (Claude Code)           reset (reason ``compact``)
-``BeforeModel`` (Gemini CLI)           align the tracking with the memlane blocks the
+``BeforeModel`` (Gemini CLI)           compare the tracking with the memlane blocks the
                                        request to the model really holds (``llm_request``):
-                                       memories compressed away or cleared are forgotten
-                                       (injected again at the next prompt), those still held
-                                       are not injected again while they stay
+                                       memories of the window compressed away are added to
+                                       this request (prints the changed ``llm_request``);
+                                       those still held are not injected again while they
+                                       stay
 ``PreCompress`` (Gemini CLI)           nothing: 0.61 fires it every turn, before deciding
                                        whether to compress
 ``Stop`` with ``[hooks] learn``        start ``memlane learn`` on the transcript in the
@@ -273,21 +274,39 @@ class _Run:
             backend.close()
 
     def sync(self, session: str, owner: str, agent: str, request: Any) -> None:
-        """Gemini CLI's ``BeforeModel``: align the session's tracking with the memlane blocks
-        of the request (:func:`memlane_blocks`; :meth:`memlane.injection.Sessions.sync`).
-        Prints nothing: the request goes to the model as it is."""
+        """Gemini CLI's ``BeforeModel``: compare the session's tracking with the memlane blocks
+        of the request (:mod:`memlane.hooks.gemini`; :meth:`memlane.injection.Sessions.sync`).
+        Memories shown within the window that the request lacks (a compression inside the
+        turn took them, after ``BeforeAgent`` ran) are added to this request; otherwise it
+        prints nothing and the request goes out as it is."""
+        from memlane.hooks.gemini import memlane_blocks, with_block
+
         blocks = memlane_blocks(request)
         backend = self._backend()
         try:
-            gone = backend.sync(session, blocks, owner=owner, agent=agent)
+            found = backend.sync(session, blocks, owner=owner, agent=agent)
         finally:
             backend.close()
-        if gone:
+        if not found.block:
+            return
+        changed = with_block(request, found.block)
+        if changed is None:
             self.log.write(
-                "INFO",
-                f"{self.event} session={session} owner={owner}: {len(gone)} memories no longer "
-                f"in the request (compressed or cleared; injectable again): {', '.join(gone)}",
+                "WARNING",
+                f"{self.event} session={session}: {len(found.ids)} memories are no longer in "
+                "the request, which has no user message to add them to: not added",
             )
+            return
+        self.log.write(
+            "INFO",
+            f"{self.event} session={session} owner={owner}: {len(found.ids)} memories no longer "
+            f"in the request (compressed away) added to it: {', '.join(found.ids)}",
+        )
+        line = json.dumps(
+            {"hookSpecificOutput": {"hookEventName": self.event, "llm_request": changed}},
+            ensure_ascii=False,
+        )
+        self.emit(line, found.ids)
 
     def learn(
         self, session: str, owner: str, agent: str, transcript: str | None, project: str | None
@@ -325,33 +344,6 @@ class _Run:
                 )
                 return
             self.printed = line
-
-
-#: How Gemini CLI 0.61 wraps ``BeforeAgent``'s ``additionalContext`` in the user's turn.
-HOOK_CONTEXT_END = "</hook_context>"
-
-
-def memlane_blocks(request: Any) -> str:
-    """The memlane blocks (from ``[Context from memory]`` to the end of their
-    ``<hook_context>`` part, or of the message) in Gemini CLI's ``BeforeModel``
-    ``llm_request`` (``{"messages": [{"role", "content": str}], ...}``), one per line group;
-    ``""`` when there is none or the request is not shaped so (only what the sync needs
-    travels to the server, not the whole conversation)."""
-    from memlane.hooks.transcript import INJECTION_PREFIX
-
-    messages = request.get("messages") if isinstance(request, dict) else None
-    found: list[str] = []
-    for message in messages if isinstance(messages, list) else []:
-        content = message.get("content") if isinstance(message, dict) else None
-        if not isinstance(content, str):
-            continue
-        start = content.find(INJECTION_PREFIX)
-        while start >= 0:
-            end = content.find(HOOK_CONTEXT_END, start)
-            end = len(content) if end < 0 else end
-            found.append(content[start:end])
-            start = content.find(INJECTION_PREFIX, end)
-    return "\n\n".join(found)
 
 
 def read_payload(stdin: BinaryIO) -> dict[str, Any]:

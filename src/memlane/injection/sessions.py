@@ -13,7 +13,7 @@ from collections.abc import Callable
 from memlane.config import InjectionSettings
 from memlane.errors import InvalidArgument
 from memlane.store.base import MemoryStore
-from memlane.types import ResetReason, SessionState
+from memlane.types import Memory, ResetReason, SessionState
 
 log = logging.getLogger("memlane.injection")
 
@@ -67,20 +67,23 @@ class Sessions:
         return dataclasses.replace(state, injected=injected_within(state, state.turn, depth))
 
     def sync(self, session: str, text: str, *, owner: str, agent: str | None = None) -> SyncResult:
-        """Align the tracking with what the model really receives: ``text`` holds the memlane
-        blocks of one request of the client to its model (Gemini CLI's ``BeforeModel`` hook
-        sends them). A client that compresses or clears its history on its own, without an
-        event that says so, is followed this way (Gemini CLI 0.61: docs/integrations.md).
+        """Compare the tracking with what the model really receives: ``text`` holds the
+        memlane blocks of one request of the client to its model (Gemini CLI's
+        ``BeforeModel`` hook sends them). A client that compresses its history on its own,
+        after the hook that injects has run (Gemini CLI 0.61 compresses inside the turn, after
+        ``BeforeAgent``: docs/integrations.md), is followed this way.
 
+        - A memory shown within the window whose line is not in ``text`` was compressed away:
+          it is returned in ``missing`` (the caller adds it to this request, which the client
+          does not keep in its history, so every later request of the window lacks it and
+          gets it again; once the window has passed, the next prompt may inject it again).
+          Nothing is written for it: the window still says the model has it.
         - A tracked memory whose line is in ``text`` is still in the model's context: at the
           last turn of its window (``context_window_depth`` of ``agent``'s settings) it is
           recorded as shown at the current turn, so it is not injected again while the history
           holds it, however long that is.
-        - A memory shown within the window whose line is not in ``text`` was compressed away
-          or cleared: the session is reset (reason ``compact``; the present memories recorded
-          again at the current turn), so it may be injected again.
 
-        Nothing tracked, or nothing to change: nothing is written (the usual case: one read).
+        Nothing tracked, or nothing to record: nothing is written (the usual case: one read).
 
         Raises:
             InvalidArgument: empty session, or ``text`` not a string.
@@ -96,20 +99,20 @@ class Sessions:
             return SyncResult(state, (), ())
         flat = " ".join(text.split())
         rows = store.get_many(owner, list(window))
-        present = [mid for mid, m in rows.items() if _line_text(m.content) in flat]
-        gone = tuple(sorted(set(window) - set(present)))
+        present = {mid for mid, m in rows.items() if _line_text(m.content) in flat}
+        # in the order they were shown (the block reads as it did), ids breaking ties
+        order = sorted(window, key=lambda mid: (window[mid], mid))
+        missing = tuple(rows[mid] for mid in order if mid in rows and mid not in present)
         # at the window's last turn: recorded again, or the next turn would inject it twice
-        ending = [mid for mid in present if state.turn - window[mid] >= depth - 1]
-        if not gone and not ending:
-            return SyncResult(state, (), ())
-        kept = present if gone else ending
-        with store.transaction():
-            if gone:
-                store.reset_session(owner, session, ResetReason.COMPACT)
-                log.info("session %s: %d memories left the model's context", session, len(gone))
-            event = {"skipped": {"in_context": len(kept)}, "elapsed_ms": 0.0}
-            store.finish_turn(owner, session, state.turn, kept, event)
-        return SyncResult(store.session(owner, session), gone, tuple(kept))
+        ending = [mid for mid in order if mid in present and state.turn - window[mid] >= depth - 1]
+        if ending:
+            with store.transaction():
+                event = {"skipped": {"in_context": len(ending)}, "elapsed_ms": 0.0}
+                store.finish_turn(owner, session, state.turn, ending, event)
+            state = store.session(owner, session)
+        if missing:
+            log.info("session %s: %d memories left the model's context", session, len(missing))
+        return SyncResult(state, missing, tuple(ending))
 
 
 def _line_text(content: str) -> str:
@@ -121,10 +124,18 @@ def _line_text(content: str) -> str:
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class SyncResult:
-    """What :meth:`Sessions.sync` did: the session's ``state`` after it, the memory ids that
-    were ``gone`` from the request (forgotten: injectable again) and those ``kept`` (recorded
-    as shown at the current turn)."""
+    """What :meth:`Sessions.sync` found: the session's ``state`` after it, the memories
+    shown within the window that the request lacks (``missing``, in the order they were
+    shown: compressed away) and the ids ``kept`` (held by the request at the last turn of
+    their window: recorded as shown at the current turn). ``block``: the ``missing``
+    memories as an injection block (:meth:`memlane.MemoryEngine.sync_session` fills it)."""
 
     state: SessionState
-    gone: tuple[str, ...]
+    missing: tuple[Memory, ...]
     kept: tuple[str, ...]
+    block: str | None = None
+
+    @property
+    def gone(self) -> tuple[str, ...]:
+        """The ids of ``missing``."""
+        return tuple(m.id for m in self.missing)

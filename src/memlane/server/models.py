@@ -240,12 +240,15 @@ class SyncRequest(_In):
 
 
 class SyncOut(BaseModel):
-    """What a sync did: the session's state after it, the memories ``gone`` from the request
-    (injectable again) and those ``kept`` (recorded as shown at the current turn)."""
+    """What a sync found: the session's state after it, the memories shown within the window
+    that are ``gone`` from the request (compressed away), ``block``: those memories as an
+    injection block to add to that request (``None`` when none is gone), and those ``kept``
+    (recorded as shown at the current turn)."""
 
     state: SessionState
     gone: list[str]
     kept: list[str]
+    block: str | None = None
 
 
 class ResetRequest(_In):

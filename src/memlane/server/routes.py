@@ -236,12 +236,14 @@ def router(state: ServerState) -> APIRouter:
 
     @api.post("/sessions/{session_id}/sync", response_model=SyncOut, tags=["sessions"])
     def sync(session_id: SessionId, body: SyncRequest, who: Caller) -> SyncOut:
-        """Align the session's tracking with one request of the client to its model
-        (``text``: its memlane blocks): tracked memories no longer in it are forgotten (they
-        may be injected again), those in it stay shown while the history holds them."""
-        owner = state.engine.owner_of(scope(who, body.owner))
-        done = state.engine.sessions.sync(session_id, body.text, owner=owner, agent=body.agent)
-        return SyncOut(state=done.state, gone=list(done.gone), kept=list(done.kept))
+        """Compare the session's tracking with one request of the client to its model
+        (``text``: its memlane blocks): ``block`` holds the memories shown within the window
+        that the request lacks (compressed away), for the client's hook to add to that
+        request; those it holds stay shown while the history holds them."""
+        owner = scope(who, body.owner)
+        done = state.engine.sync_session(session_id, body.text, owner=owner, agent=body.agent)
+        return SyncOut(state=done.state, gone=list(done.gone), kept=list(done.kept),
+                       block=done.block)  # fmt: skip
 
     @api.get("/dedup-log", response_model=DedupLogPage, tags=["read"])
     def dedup_log(
