@@ -1,5 +1,6 @@
 """The engine's upkeep calls: the janitor (duplicate clusters merged), the review of dedup
-decisions and the LLM's counters. A base of :class:`memlane.engine.MemoryEngine`, which supplies
+decisions, the LLM's counters and the move of older releases' per-project agents into the
+project scope. A base of :class:`memlane.engine.MemoryEngine`, which supplies
 the store, the write path, the embeddings, the settings, the LLM and the owner rule
 (:meth:`~memlane.engine.MemoryEngine.owner_of`).
 """
@@ -10,8 +11,9 @@ import builtins
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from memlane.dedup.write import check_project
 from memlane.engine_parts import EngineParts
-from memlane.errors import InvalidArgument
+from memlane.errors import InvalidArgument, InvalidMemory
 from memlane.types import DedupLogEntry
 
 if TYPE_CHECKING:
@@ -21,7 +23,7 @@ if TYPE_CHECKING:
 
 class Upkeep(EngineParts):
     """:meth:`janitor`, :meth:`review_pending`, :meth:`review`, :meth:`review_with_llm`,
-    :meth:`llm_stats` (see the module docstring)."""
+    :meth:`llm_stats`, :meth:`move_to_project` (see the module docstring)."""
 
     def janitor(
         self,
@@ -101,3 +103,23 @@ class Upkeep(EngineParts):
             **{"calls": 0, "failures": 0, "tokens_in": 0, "tokens_out": 0, "latency_s": 0.0},
             **counts,
         }
+
+    def move_to_project(
+        self, agent: str, new_agent: str | None, project: str, *, owner: str | None = None
+    ) -> int:
+        """Move the owner's global memories of exactly ``agent`` (every status) into
+        ``project`` under ``new_agent``: the per-project agent names of older hooks
+        (:mod:`memlane.hooks.legacy`). Returns how many moved.
+
+        Raises:
+            InvalidArgument: an empty ``agent``, or ``project`` not a project identity.
+        """
+        owner = self.owner_of(owner, agent)
+        if project is None:
+            raise InvalidArgument("project must be a project identity, got None")
+        try:
+            check_project(project)
+        except InvalidMemory as exc:
+            raise InvalidArgument(str(exc)) from None
+        with self.store.transaction():
+            return self.store.move_to_project(owner, agent, new_agent, project)

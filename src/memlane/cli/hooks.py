@@ -1,5 +1,5 @@
 """CLI: ``memlane hook EVENT`` (one hook call, for Claude Code and Gemini CLI) and
-``memlane hooks install|uninstall|plugin`` (docs/integrations.md).
+``memlane hooks install|uninstall|plugin|migrate`` (docs/integrations.md).
 
 ``memlane hook`` normally never reaches Typer: the ``memlane`` script sends it straight to
 :mod:`memlane.hooks.run` (``memlane._entry``); this command is the same call for ``--help`` and
@@ -15,7 +15,9 @@ import typer
 from rich.table import Table
 
 from memlane.cli.app import (
+    HomeOption,
     JsonOption,
+    OwnerOption,
     app,
     err,
     handle_errors,
@@ -33,6 +35,7 @@ from memlane.cli.bench import (
     _prepare,
     bench_app,
 )
+from memlane.cli.render import engine_for, project_for
 
 
 @app.command("hook")
@@ -182,6 +185,41 @@ def plugin_cmd(
     with handle_errors():
         for path in write_plugin(folder, __version__):
             out.print(str(path), highlight=False)
+
+
+@hooks_app.command("migrate")
+def migrate_cmd(
+    folders: Annotated[
+        list[Path] | None,
+        typer.Argument(help="Folders inside the repositories to migrate (default: .)."),
+    ] = None,
+    owner: OwnerOption = None,
+    home: HomeOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Move the memories that older hooks stored under a per-project agent
+    (claude-code@<folder>-<hash of its path>) into the project scope of each repository given:
+    the same agent without the suffix, the repository's project. Only the repository can say
+    which hash is its own, so name each one (its folder, or any folder inside it). The newer
+    form, claude-code@<project identity>, moved when the store was migrated. A second run
+    moves nothing. A folder outside any repository exits 3 and nothing is moved."""
+    from memlane.hooks.legacy import migrate
+
+    chosen = folders or [Path.cwd()]
+    with engine_for(home) as engine:
+        for folder in chosen:  # every folder checked before anything moves
+            project_for(str(folder.expanduser().resolve()))
+        moved = [m for folder in chosen for m in migrate(engine, folder, owner=owner)]
+    if as_json:
+        print_json([vars(m) for m in moved])
+        return
+    if not moved:
+        err.print("nothing to move: no memory of these repositories under an older agent name")
+        return
+    table = Table("agent before", "agent now", "project", "memories")
+    for m in moved:
+        table.add_row(m.agent, m.new_agent, m.project, str(m.count))
+    out.print(table)
 
 
 @bench_app.command("hooks")

@@ -268,6 +268,13 @@ class MemoryStore(SearchReads, Protocol):
         Raises :class:`~memlane.errors.NotFound`. Write."""
         ...
 
+    def move_to_project(self, owner: str, agent: str, new_agent: str | None, project: str) -> int:
+        """Give ``owner``'s global memories of exactly ``agent`` (every status) the ``project``
+        and the agent ``new_agent``: the per-project agent names of older releases
+        (``claude-code@<repository>``) become the project scope. Returns how many moved.
+        Write, in the caller's :meth:`transaction` (the search caches see the rows again)."""
+        ...
+
     def purge(self, owner: str, memory_ids: Sequence[str] | None = None) -> int:
         """Delete ``memory_ids`` of ``owner`` (``None``: everything of the owner) and every row
         that holds their text: history, dedup log rows quoting them, associations, session

@@ -162,6 +162,25 @@ MIGRATIONS: list[tuple[str, str]] = [
             WHERE project IS NOT NULL;
         """,
     ),
+    (
+        # Hooks with per_project = true stored a project's memories, before the project
+        # column, under the agent "<agent>@<project identity>" (github.com/acme/app,
+        # commit:<root commit>, path:/folder): they move to that project under the plain
+        # agent, a new change number each (the search caches read them again). The oldest
+        # form, "<agent>@<folder>-<6 hex of its path>", names no identity: `memlane hooks
+        # migrate PATH` moves those, given the repository (memlane.hooks.legacy).
+        "0004_agent_suffix_projects",
+        """
+        UPDATE memories SET
+            project = substr(agent, strpos(agent, '@') + 1),
+            agent = left(agent, strpos(agent, '@') - 1),
+            change_seq = nextval('memories_change_seq')
+        WHERE project IS NULL AND strpos(agent, '@') > 1
+            AND (substr(agent, strpos(agent, '@') + 1) LIKE '%/%'
+                 OR substr(agent, strpos(agent, '@') + 1) LIKE 'commit:%'
+                 OR substr(agent, strpos(agent, '@') + 1) LIKE 'path:%');
+        """,
+    ),
 ]
 
 

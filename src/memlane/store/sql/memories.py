@@ -342,6 +342,22 @@ class Memories:
             )[0]
             return self.rows.memory(row)
 
+    def move_to_project(self, owner: str, agent: str, new_agent: str | None, project: str) -> int:
+        d = self.db.dialect
+        with self.db.write() as q:
+            self.db.lock_owner(q, owner)
+            nums = q.all(
+                "SELECT num FROM memories WHERE owner = ? AND agent = ? AND project IS NULL",
+                (owner, agent),
+            )
+            for (num,) in nums:  # a change number each: the search caches read the row again
+                q.run(
+                    f"UPDATE memories SET agent = ?, project = ?, {d.seq_column} = "
+                    f"{self.db.seq_sql} WHERE num = ?",
+                    (new_agent, project, *self.db.seq_args(), num),
+                )
+        return len(nums)
+
     def set_status(self, owner: str, memory_id: str, status: Status) -> Memory:
         with self.db.write() as q:
             self.db.lock_owner(q, owner)

@@ -159,6 +159,7 @@ class SQLStore(Generic[DB]):
     count = forward(Memories.count, "_memories")
     counts = forward(Memories.counts, "_memories")
     agent_counts = forward(Memories.agent_counts, "_memories")
+    move_to_project = forward(Memories.move_to_project, "_memories")
     embeddings = forward(Memories.embeddings, "_memories")
     session_memory_ids = forward(Memories.session_memory_ids, "_memories")
     size_bytes = forward(Database.size_bytes, "_db")

@@ -158,4 +158,23 @@ MIGRATIONS: list[tuple[str, str]] = [
             WHERE project IS NOT NULL;
         """,
     ),
+    (
+        "0006_agent_suffix_projects",
+        """
+        -- Hooks with per_project = true stored a project's memories, before the project
+        -- column, under the agent "<agent>@<project identity>" (github.com/acme/app,
+        -- commit:<root commit>, path:/folder): they move to that project under the plain
+        -- agent, a new change number each (the search caches read them again). The oldest
+        -- form, "<agent>@<folder>-<6 hex of its path>", names no identity: `memlane hooks
+        -- migrate PATH` moves those, given the repository (memlane.hooks.legacy).
+        UPDATE memories SET
+            project = substr(agent, instr(agent, '@') + 1),
+            agent = substr(agent, 1, instr(agent, '@') - 1),
+            vec_seq = (SELECT coalesce(max(vec_seq), 0) FROM memories) + num
+        WHERE project IS NULL AND instr(agent, '@') > 1
+            AND (substr(agent, instr(agent, '@') + 1) LIKE '%/%'
+                 OR substr(agent, instr(agent, '@') + 1) LIKE 'commit:%'
+                 OR substr(agent, instr(agent, '@') + 1) LIKE 'path:%');
+        """,
+    ),
 ]
