@@ -174,6 +174,46 @@ def test_memlane_learn_reads_a_claude_code_transcript(
     assert "The user is vegetarian." in {m["content"] for m in json.loads(listed.stdout)}
 
 
+def test_memlane_learn_with_a_project_stores_in_that_project(
+    tmp_path: Path, script: Script, base_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``memlane learn --project FOLDER`` (what the Stop hook runs): the learned memories
+    belong to the repository's project; a read in another project does not see them, a read
+    in this one does, and a read outside any project does."""
+    import subprocess
+
+    monkeypatch.setenv("MEMLANE_EMBEDDING__PROVIDER", "hash")
+    (tmp_path / "memlane.toml").write_text(
+        f'[llm]\nprovider = "{script.kind}"\nmodel = "m"\nbase_url = "{base_url}"\n',
+        encoding="utf-8",
+    )
+    repos = {}
+    for name in ("shop", "blog"):
+        repos[name] = tmp_path / name
+        subprocess.run(["git", "init", "-q", str(repos[name])], check=True)
+        subprocess.run(["git", "-C", str(repos[name]), "remote", "add", "origin",
+                        f"https://github.com/acme/{name}.git"], check=True)  # fmt: skip
+    transcript = tmp_path / "chat.json"
+    transcript.write_text(json.dumps(CHAT), encoding="utf-8")
+    script.steps = [Reply(json.dumps(LEARNED))]
+    home = ["--owner", "alice", "--home", str(tmp_path), "--json"]
+    result = CliRunner().invoke(
+        app, ["learn", str(transcript), "--project", str(repos["shop"] / "."), *home]
+    )
+    assert result.exit_code == 0, result.output
+    learned = {r["memory"]["content"] for r in json.loads(result.stdout)["results"]}
+    assert {"The user moved to Berlin last month.", "The user is vegetarian."} <= learned
+
+    def listed(*project: str) -> dict[str, str | None]:
+        done = CliRunner().invoke(app, ["list", *project, *home])
+        assert done.exit_code == 0, done.output
+        return {m["content"]: m["project"] for m in json.loads(done.stdout)}
+
+    assert listed("--project", str(repos["shop"])) == dict.fromkeys(learned, "github.com/acme/shop")
+    assert listed("--project", str(repos["blog"])) == {}
+    assert listed() == dict.fromkeys(learned, "github.com/acme/shop")
+
+
 def test_memlane_learn_without_an_llm_exits_with_the_setting_named(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
