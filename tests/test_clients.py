@@ -7,7 +7,8 @@ memlane's hooks installed by ``memlane hooks install``, talking to fake model se
   (Claude Code) or ``/clear`` (Gemini CLI) it comes back, once; a Gemini CLI compression,
   ``/compress`` or automatic inside a turn, leaves it in every request once;
 - a ``memlane serve`` of another home on the configured port is not used;
-- a memory the session wrote through memlane's MCP ``remember`` is not injected back into it;
+- a memory the session wrote through memlane's MCP ``remember`` is not injected back into it
+  (Claude Code and Gemini CLI);
 - Claude Code and Gemini CLI in one repository share its project memories, and a second
   repository sees only the global ones.
 
@@ -232,6 +233,33 @@ def test_claude_code_a_memory_remembered_through_mcp_is_not_injected_back(lab: c
     fresh = len(lab.anthropic.model_requests())
     cs.claude_once(lab, repo, ASKS[0])
     (other,) = cs.rows(lab.anthropic, memory)[fresh:]
+    assert (other.memories.get(stored["id"]), other.blocks) == (1, 1)
+
+
+def test_gemini_cli_a_memory_remembered_through_mcp_is_not_injected_back(lab: cs.Lab) -> None:
+    """The model calls memlane's MCP ``remember`` (the fake Gemini server answers the prompt
+    with that function call; Gemini CLI runs the real ``memlane mcp``, trusted); on the next
+    prompt of the same session the hook finds the call in Gemini's transcript and leaves that
+    memory out: the request holds it only in the call and its result, no block. A new session
+    gets it. (Before: a block with it on the next prompt.)"""
+    repo = cs.make_repo(lab.root / "shop", "git@github.com:acme/shop.git")
+    server = {"command": sys.executable, "args": ["-m", "memlane", "mcp"], "env": lab.env,
+              "trust": True}  # fmt: skip
+    cs.gemini_settings(lab, {"mcpServers": {"memlane": server}})
+    lab.google.tool_use_on["Please remember"] = ("mcp_memlane_remember", {"content": DB})
+    cs.gemini_once(lab, repo, "Please remember the staging database.", resume=False)
+    (stored,) = json.loads(lab.memlane("list", "--json"))
+    assert stored["content"] == DB  # the real MCP server stored it
+    memory = {stored["id"]: DB}
+    asked = len(lab.google.model_requests())
+    assert asked == 2  # the prompt, then the tool's result
+    cs.gemini_once(lab, repo, ASKS[0], resume=True)
+    (later,) = cs.rows(lab.google, memory)[asked:]
+    table = cs.table("gemini", [later], {stored["id"]: "DB"})
+    # its text in the call's arguments and in the result, and no memlane block
+    assert later.memories.get(stored["id"], 0) >= 2 and later.blocks == 0, table
+    cs.gemini_once(lab, repo, ASKS[0], resume=False)  # a new session: injected
+    (other,) = cs.rows(lab.google, memory)[asked + 1 :]
     assert (other.memories.get(stored["id"]), other.blocks) == (1, 1)
 
 

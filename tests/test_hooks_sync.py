@@ -222,6 +222,46 @@ def test_a_memory_the_session_remembered_through_mcp_is_not_injected_back(
     assert DB in injected(env, ask, "UserPromptSubmit")
 
 
+def gemini_remember_records(mid: str, tool: str = "mcp_memlane_remember") -> list[dict[str, Any]]:
+    """Gemini CLI 0.61 transcript records of a ``remember`` call and its answer (the shape of a
+    real session's JSONL: the call in the model's message and its ``toolCalls``, the answer as
+    a ``functionResponse`` whose output wraps the tool's JSON in ``<untrusted_context>``)."""
+    answer = {"decision": "added", "memory": {"id": mid, "content": DB}, "duplicate": False}
+    output = f"<untrusted_context>\n{json.dumps(answer, indent=2)}\n</untrusted_context>"
+    response = {"functionResponse": {"id": "c1", "name": tool, "response": {"output": output}}}
+    call = {"functionCall": {"id": "c1", "name": tool, "args": {"content": DB}}}
+    return [
+        {"sessionId": "g9", "projectHash": "x", "startTime": "2026-11-26T11:58:41.206Z"},
+        {"id": "u1", "type": "user", "content": [{"text": "Remember the staging DB."}]},
+        {"id": "m1", "type": "gemini", "content": [call],
+         "toolCalls": [{"id": "c1", "name": tool, "status": "success", "result": [response]}]},
+        {"id": "u2", "type": "user", "content": [response]},
+        {"$set": {"lastUpdated": "2026-11-26T11:58:49.053Z"}},
+        {"id": "m2", "type": "gemini", "content": "Noted."},
+    ]  # fmt: skip
+
+
+def test_gemini_a_memory_the_session_remembered_through_mcp_is_not_injected_back(
+    env: dict[str, str], store_backend: Backend, tmp_path: Path
+) -> None:
+    engine = store_backend.engine()
+    mid = engine.add(DB, owner=OWNER).memory.id
+    engine.close()
+    transcript = tmp_path / "g9.json"  # gemini_payload's transcript_path
+    records = gemini_remember_records(mid)
+    write_jsonl(transcript, records)
+    ask = gemini_payload("BeforeAgent", "g9", tmp_path, prompt=ASK)
+    assert injected(env, ask) == ""  # the model holds it: its own call
+    # another MCP server's remember does not count
+    write_jsonl(tmp_path / "g8.json", gemini_remember_records(mid, tool="mcp_notes_remember"))
+    assert DB in injected(env, gemini_payload("BeforeAgent", "g8", tmp_path, prompt=ASK))
+    # a compression replaced the history (Gemini writes the new list as a $set): the call is
+    # gone from the model's view, and the memory may come back
+    summary = {"id": "s1", "type": "user", "content": [{"text": "<state_snapshot>…"}]}
+    write_jsonl(transcript, [*records, {"$set": {"messages": [summary]}}])
+    assert DB in injected(env, gemini_payload("BeforeAgent", "g9", tmp_path, prompt=ASK2))
+
+
 def test_remember_of_another_mcp_server_does_not_count(
     store_backend: Backend, tmp_path: Path
 ) -> None:

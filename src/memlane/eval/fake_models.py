@@ -33,8 +33,9 @@ class FakeModel:
     requests: list[Recorded] = field(default_factory=list)
     #: Gemini: the promptTokenCount to report on the next stream answers (then back to small).
     big_usage_next: int = 0
-    #: Anthropic: a user message holding this text (key) is answered with a ``tool_use`` of
-    #: (tool name, input) instead of text (the tool's result comes back in the next request).
+    #: A user message holding this text (key) is answered with a call of the tool (name,
+    #: input) instead of text (the tool's result comes back in the next request): Anthropic's
+    #: ``tool_use`` block, Gemini's ``functionCall`` part.
     tool_use_on: dict[str, tuple[str, dict[str, Any]]] = field(default_factory=dict)
     answered: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -168,8 +169,14 @@ def _gemini(fake: FakeModel, h: BaseHTTPRequestHandler, body: dict[str, Any]) ->
         return
     with fake.lock:
         tokens, fake.big_usage_next = (fake.big_usage_next or 100), 0
+    parts: list[dict[str, Any]] = [{"text": text}]
+    last = (body.get("contents") or [{}])[-1]
+    said = " ".join(p.get("text", "") for p in last.get("parts") or [] if isinstance(p, dict))
+    call = next((c for key, c in fake.tool_use_on.items() if key in said), None)
+    if call is not None:  # a user's turn (a tool's answer has no text): call the tool
+        parts = [{"functionCall": {"name": call[0], "args": call[1]}}]
     _sse(h, [(None, {
-        "candidates": [{"content": {"role": "model", "parts": [{"text": text}]},
+        "candidates": [{"content": {"role": "model", "parts": parts},
                         "finishReason": "STOP", "index": 0}],
         "usageMetadata": {"promptTokenCount": tokens, "candidatesTokenCount": 1,
                           "totalTokenCount": tokens + 1},

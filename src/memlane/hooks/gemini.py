@@ -19,10 +19,13 @@ Established from Gemini CLI 0.61.0 (its npm bundle; the same code in google-gemi
   only: the history stays as it was.
 
 So the ``BeforeModel`` hook is where memlane sees a compression, and adds to that very request
-the memories of the window it took away (:func:`with_block`).
+the memories of the window it took away (:func:`with_block`). :func:`remembered_ids` reads
+the session's transcript for the memories it stored through memlane's MCP ``remember``.
 """
 
 from __future__ import annotations
+
+import json
 
 from memlane.hooks.transcript import INJECTION_PREFIX
 
@@ -88,3 +91,63 @@ def memlane_blocks(request: Any) -> str:
             found.append(_unescaped(content[start:end]))
             start = content.find(INJECTION_PREFIX, end)
     return "\n\n".join(found)
+
+
+def remembered_ids(path: str | None) -> list[str]:
+    """Ids of the memories this Gemini CLI session stored through memlane's MCP ``remember``
+    tool and the model still has: Gemini CLI's counterpart of
+    :func:`memlane.hooks.transcript.remembered_ids`. Never raises.
+
+    Gemini CLI 0.61's transcript (``transcript_path``, JSONL; checked against real sessions)
+    holds a header, message records (``{"id", "type": "user"|"gemini", "content": [parts],
+    "toolCalls": [...]}``, a record again when a message changes) and ``{"$set": {"messages":
+    [...]}}`` records that replace the whole list with the chat history as it is, written on
+    resume and after a compression (``ChatRecordingService.updateMessagesFromHistory``). The
+    model's view is the last such list and the records after it, so a call a compression
+    summarised away no longer counts. The tool's answer is a ``functionResponse`` part (in the
+    user message's ``content`` and in the call's ``toolCalls[].result``) named
+    ``mcp_<server>_remember`` of a server whose name holds ``memlane``; its
+    ``response.output`` is the tool's JSON (``WriteResult.to_dict()``, wrapped in
+    ``<untrusted_context>``), the memory's id under ``memory``."""
+    from memlane.hooks.transcript import _remembered_id, _tail
+
+    entries, _ = _tail(path)
+    view: dict[str, Any] = {}
+    for entry in entries:
+        if not isinstance(entry, dict):
+            continue
+        update = entry.get("$set")
+        if isinstance(update, dict) and isinstance(update.get("messages"), list):
+            view = {str(m.get("id")): m for m in update["messages"] if isinstance(m, dict)}
+        elif "id" in entry and "type" in entry:
+            view[str(entry["id"])] = entry
+    ids: list[str] = []
+    for message in view.values():
+        parts = message.get("content")
+        found = list(parts) if isinstance(parts, list) else []
+        calls = message.get("toolCalls")
+        for call in calls if isinstance(calls, list) else []:
+            result = call.get("result") if isinstance(call, dict) else None
+            found += result if isinstance(result, list) else []
+        for part in found:
+            memory_id = _remembered_id(_answer(part))
+            if memory_id is not None and memory_id not in ids:
+                ids.append(memory_id)
+    return ids
+
+
+def _answer(part: Any) -> Any:
+    """The JSON answer of memlane's ``remember`` in one part (``None`` when the part is not
+    one: another tool, or not a ``functionResponse``)."""
+    answer = part.get("functionResponse") if isinstance(part, dict) else None
+    name = str(answer.get("name") or "") if isinstance(answer, dict) else ""
+    if not (name.startswith("mcp_") and name.endswith("_remember") and "memlane" in name):
+        return None
+    response = answer.get("response") if isinstance(answer, dict) else None
+    output = response.get("output") if isinstance(response, dict) else None
+    if not isinstance(output, str) or "{" not in output:
+        return None
+    try:  # the JSON inside <untrusted_context> ... </untrusted_context>
+        return json.loads(output[output.index("{") : output.rindex("}") + 1])
+    except ValueError:
+        return None

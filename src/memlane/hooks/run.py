@@ -226,7 +226,12 @@ class _Run:
             transcript = _str(payload.get("transcript_path"))
             recent = recent_messages(transcript, self.cfg.recent_messages, prompt=prompt)
             # memories this session wrote through memlane's MCP remember: the model holds them
-            known = remembered_ids(transcript)
+            # (Gemini CLI's transcript has its own shape: memlane.hooks.gemini)
+            if self.client == "gemini":
+                from memlane.hooks.gemini import remembered_ids as remembered
+            else:
+                remembered = remembered_ids
+            known = remembered(transcript)
             project = self.cfg.project(cwd)
             backend = self._backend()
             try:
