@@ -28,7 +28,17 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "memlane"
 DOOR_FOLDERS = ("cli", "server", "mcp", "hooks", "eval")
 DOOR_MODULES = ("transfer.py",)
 #: What the engine wires and keeps to itself (engine.py, writes.py, views.py, upkeep.py).
-PARTS = {"store", "_store", "embedder", "embeddings", "writer", "retriever", "injector"}
+PARTS = {
+    "store",
+    "_store",
+    "embedder",
+    "embeddings",
+    "writer",
+    "retriever",
+    "injector",
+    "sessions",
+    "llm",
+}
 ENGINE = re.compile(r"(^|_)engine$")
 
 
