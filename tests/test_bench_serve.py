@@ -56,6 +56,19 @@ def test_bench_serve_refuses_bad_clients() -> None:
     assert result.exit_code == 2 and "--clients" in result.output
 
 
+def test_bench_hooks_without_claude_code_stops_before_timing(tmp_path: Path) -> None:
+    """--claude-turns with no Claude Code to run: a clear error at once, not after the minutes
+    of hook timing before the claude part (the bench used to end in "internal error:
+    RuntimeError" and print nothing of what it had timed)."""
+    missing = tmp_path / "no-such-claude"
+    args = ["bench", "hooks", "--memories", "60", "--claude-turns", "2", "--claude", str(missing)]
+    result = CliRunner().invoke(app, [*args, "--home", str(tmp_path / "bench")])
+    assert result.exit_code == 3, result.output  # InvalidArgument's exit code
+    assert "--claude-turns needs Claude Code" in result.output
+    assert str(missing) in result.output and "--claude-turns 0" in result.output
+    assert not (tmp_path / "bench").exists()  # nothing was built or timed
+
+
 def test_bench_hooks_times_fresh_hook_processes_and_mcp(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -8,6 +8,7 @@ for ``memlane.cli`` used as a library.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -36,6 +37,7 @@ from memlane.cli.bench import (
     bench_app,
 )
 from memlane.cli.render import engine_for, project_for
+from memlane.errors import InvalidArgument
 
 
 @app.command("hook")
@@ -270,9 +272,10 @@ def bench_hooks_cmd(
     Example: memlane bench hooks --memories 10000 --json
     """
     from memlane.eval.bench.hooks import run_hooks
-    from memlane.eval.bench.hooks_e2e import find_claude
 
     with handle_errors():
+        # before minutes of timing: a missing Claude Code used to fail only at the last part
+        found = _claude_for(claude) if claude_turns else None
         prepared = _prepare(memories, seed, home, cache_dir, rebuild, batch)
         with progress_bar(transient=True) as bar:
             tasks: dict[str, Any] = {}
@@ -289,7 +292,7 @@ def bench_hooks_cmd(
                 mcp=mcp,
                 daemon=daemon,
                 claude_turns=claude_turns,
-                claude=find_claude(claude) if claude_turns else None,
+                claude=found,
                 progress=update,
             )
     if json_out:
@@ -360,3 +363,20 @@ def bench_hooks_cmd(
             verdict = "met" if goals[met] else "NOT met"
             err.print(f"goals: {label} <= {goals[goal]:.0f} ms: {verdict}")
     err.print("(timings on a shared or loaded machine vary: compare runs of the same machine)")
+
+
+def _claude_for(given: str | None) -> Path:
+    """Claude Code's executable for ``--claude-turns`` (``--claude``, else ``.clients/`` of this
+    folder, else PATH). Raises :class:`InvalidArgument` naming the fixes when there is none or
+    it cannot be run."""
+    from memlane.eval.bench.hooks_e2e import find_claude
+
+    found = find_claude(given)
+    if found is None or not found.is_file() or not os.access(found, os.X_OK):
+        where = f"{given!r} is not an executable file" if given else "none found"
+        raise InvalidArgument(
+            f"--claude-turns needs Claude Code: {where}. Run `make clients` in memlane's "
+            "checkout and run the bench from there, give --claude PATH, or skip that part "
+            "with --claude-turns 0."
+        )
+    return found
