@@ -176,6 +176,7 @@ def run_hooks(
     Claude Code turns with and without the hooks (``claude``: its executable, needed then).
     Raises ``RuntimeError`` when a Claude Code turn fails."""
     from memlane.eval.bench import hooks_e2e
+    from memlane.hooks.daemon import stop as stop_daemon
 
     generator = Generator(seed)
     n = prepared.build.memories
@@ -225,6 +226,9 @@ def run_hooks(
             claude_turn = hooks_e2e.time_claude_turns(home, claude, asks, _env(), step("claude -p"))
         over_mcp = time_mcp(home, [p for _, p in plan]) if mcp else None
     finally:
+        # any daemon a hook started for this copy (whichever part did: a hook whose server is
+        # gone starts one) goes with the copy, not 30 minutes later by its idle shutdown
+        stop_daemon(home, timeout_s=60)
         shutil.rmtree(work, ignore_errors=True)
     return {
         "bench": "hooks",
