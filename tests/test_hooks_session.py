@@ -18,9 +18,8 @@ from pathlib import Path
 import pytest
 
 from conftest import Backend
-from hook_support import OWNER, claude_payload, hook_env, run_hook
+from hook_support import OWNER, claude_payload, hook_paths, run_hook
 from memlane import MemoryEngine
-from server_support import run_server
 
 #: topic -> the memory about it.
 TOPICS = {
@@ -73,12 +72,8 @@ def session_env(mode: str, store_backend: Backend) -> Iterator[dict[str, str]]:
     for topic, text in TOPICS.items():
         engine.add(text, owner=OWNER, type="preference" if topic == "indent" else "fact")
     engine.close()
-    if mode == "in-process":
-        yield hook_env(store_backend)
-        return
-    with run_server(store_backend) as served:
-        assert served.proc.poll() is None, served.log.read_text()
-        yield hook_env(store_backend, url=served.url)
+    with hook_paths(mode, store_backend) as env:
+        yield env
 
 
 def test_scripted_30_turn_session(
