@@ -15,11 +15,13 @@ if TYPE_CHECKING:
     from memlane.embeddings.cache import Embeddings
     from memlane.llm import LLM
     from memlane.store import MemoryStore
+    from memlane.types import Memory
 
 
 class EngineParts:
     """The engine's parts (``store``, ``embedder``, ``embeddings``, ``writer``, ``settings``,
-    ``llm``) and :meth:`~memlane.engine.MemoryEngine.owner_of`, as its bases see them."""
+    ``llm``) and :meth:`~memlane.engine.MemoryEngine.owner_of` and ``get``, as its bases see
+    them."""
 
     if TYPE_CHECKING:
         store: MemoryStore
@@ -30,3 +32,12 @@ class EngineParts:
         llm: LLM | None
 
         def owner_of(self, owner: str | None, agent: object = None) -> str: ...
+
+        def get(
+            self,
+            memory_id: str,
+            *,
+            owner: str | None = None,
+            agent: str | None = None,
+            include_inactive: bool = False,
+        ) -> Memory: ...

@@ -29,17 +29,6 @@ class Writes(EngineParts):
     :meth:`forget`, :meth:`purge`, :meth:`restore`, :meth:`restore_memories` (see the module
     docstring)."""
 
-    if TYPE_CHECKING:
-
-        def get(
-            self,
-            memory_id: str,
-            *,
-            owner: str | None = None,
-            agent: str | None = None,
-            include_inactive: bool = False,
-        ) -> Memory: ...
-
     # ------------------------------------------------------------------ write path
     def add(
         self,
