@@ -421,8 +421,8 @@ class MemoryStore(SearchReads, Protocol):
         self, owner: str, session: str, agent: str | None, pinned: PinnedQuery | None
     ) -> TurnContext:
         """The reads an injection makes before its search, as one step (one round trip where
-        the backend pipelines): the session's state, its memories since the last reset, and
-        the pinned memories of the scope (none for ``pinned=None``): up to ``pinned.limit``
+        the backend pipelines): the session's memories since its last reset and the pinned
+        memories of the scope (none for ``pinned=None``): up to ``pinned.limit``
         active memories among ``pinned.types`` (of ``pinned.project`` and global ones, when
         given), newest or most important first."""
         ...

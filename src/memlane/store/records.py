@@ -128,11 +128,12 @@ class PinnedQuery(NamedTuple):
 
 @dataclass(frozen=True, slots=True)
 class TurnContext:
-    """What an injection reads before its search (:meth:`MemoryStore.turn_context`): the
-    session's ``state``, the ids of its memories learned since its last reset
-    (``same_session``), and the ``pinned`` memories asked for."""
+    """What an injection reads before its search (:meth:`MemoryStore.turn_context`): the ids
+    of the session's memories learned since its last reset (``same_session``) and the
+    ``pinned`` memories asked for. Not the session's state: the turn reads it again, current,
+    when it starts (:class:`TurnStart`), and nothing used the copy read before the search (a
+    ~200-row read of the session's tracking a turn, for nothing)."""
 
-    state: SessionState
     same_session: set[str]
     pinned: list[Memory]
 

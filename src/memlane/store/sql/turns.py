@@ -32,8 +32,8 @@ class Turns:
     def turn_context(
         self, owner: str, session: str, agent: str | None, pinned: PinnedQuery | None
     ) -> TurnContext:
-        """The session's state, its memories since the last reset and the pinned memories:
-        one batch of reads."""
+        """The session's memories since the last reset and the pinned memories: one batch of
+        reads."""
         with self.db.read() as q:
             rows = q.batch(self.context_sql(owner, session, agent, pinned))
         return self.context_of(owner, session, rows)
@@ -43,10 +43,7 @@ class Turns:
     ) -> list[Statement]:
         """:meth:`turn_context`'s statements, for a batch (a search step sends them with its
         own first reads); :meth:`context_of` reads their rows."""
-        statements = [
-            self.sessions.state_sql(owner, session),
-            self.memories.since_reset_sql(owner, session),
-        ]
+        statements = [self.memories.since_reset_sql(owner, session)]
         if pinned is not None and pinned.types and pinned.limit > 0:
             statements.append(
                 self.memories.pinned_sql(
@@ -60,9 +57,8 @@ class Turns:
     ) -> TurnContext:
         """The :class:`TurnContext` of the rows of :meth:`context_sql`'s statements."""
         return TurnContext(
-            state=self.sessions.state_of(owner, session, rows[0]),
-            same_session={str(r[0]) for r in rows[1]},
-            pinned=[self.memories.rows.memory(r) for r in rows[2]] if len(rows) > 2 else [],
+            same_session={str(r[0]) for r in rows[0]},
+            pinned=[self.memories.rows.memory(r) for r in rows[1]] if len(rows) > 1 else [],
         )
 
     def start_turn(
