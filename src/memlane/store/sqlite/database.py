@@ -25,6 +25,7 @@ from memlane.store.index_cache import IndexCache
 from memlane.store.records import VectorAsk
 from memlane.store.sql.database import AccessBuffer
 from memlane.store.sql.dialect import Dialect, Q
+from memlane.store.sqlite.checkpoint import Checkpointer
 from memlane.store.sqlite.connect import begin_immediate, lock_for_write
 from memlane.store.sqlite.errors import translate
 from memlane.types import Memory
@@ -58,6 +59,8 @@ class SQLiteDatabase:
         self._tx_base_seq: int | None = None
         self._tx_next_seq = 0
         self._access = AccessBuffer()
+        #: Copies the write-ahead log back into the file off the commits' path.
+        self.checkpointer = Checkpointer(path)
         self._closed = False
         #: Called when a write transaction ends, committed or not (the ANN cache's pending rows).
         self.on_end: list[Callable[[], None]] = []
@@ -121,6 +124,7 @@ class SQLiteDatabase:
                     step = "commit"
                     self.flush_access(force=True)
                     self.conn.execute("COMMIT")
+                    self.checkpointer.committed()
                 except sqlite3.Error as exc:  # the store's own statements (public ones translate)
                     self._rollback()
                     raise translate(exc, step, self.path) from exc
@@ -201,6 +205,7 @@ class SQLiteDatabase:
                 try:
                     self.conn.executemany(sql, rows)
                     self.conn.execute("COMMIT")
+                    self.checkpointer.committed()
                 except BaseException:
                     self._rollback()
                     raise
@@ -234,6 +239,7 @@ class SQLiteDatabase:
         with self.lock:
             if not self._closed:
                 self._closed = True
+                self.checkpointer.close()  # before the last connection (it removes the log)
                 self.conn.close()
 
 
