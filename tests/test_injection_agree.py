@@ -10,10 +10,11 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import pytest
 
 from memlane import MemoryEngine
-from memlane.injection.agree import relate
+from memlane.injection.agree import NearPairs, Verdict, relate
 
 
 def lines(injection: Any) -> list[str]:
@@ -124,3 +125,40 @@ def test_a_paraphrase_is_still_a_duplicate(model_engine: MemoryEngine) -> None:
     inj = model_engine.inject("s", "Where does Alice work?")
     assert len(inj.items) == 1
     assert inj.skipped.get("semantic_duplicate") == 1
+
+
+def test_near_pairs_judge_only_pairs_above_the_threshold(engine: MemoryEngine) -> None:
+    """Step 5's buffer, with vectors placed by hand: a pair at exactly the threshold is not
+    near (strictly above, as ``semantic_threshold`` is documented), one just above is; a shown
+    memory's text is read from the store; an update shows the newer with the older's value."""
+    shown = engine.add("Priya is 34 years old.").memory  # shown at an earlier turn (window)
+    newer = engine.add("Priya is 35 years old.").memory  # its update, near it
+    same = engine.add("Bob drinks green tea every afternoon").memory
+    at_threshold = engine.add("Every afternoon Bob has green tea").memory  # a paraphrase
+    above = engine.add("Bob has green tea every afternoon").memory
+    far = engine.add("Carol plays the cello").memory
+    assert len({m.id for m in (shown, newer, same, at_threshold, above, far)}) == 6  # all kept
+    unit = np.eye(6, dtype=np.float32)
+
+    def near(cos: float, axis: int, other: int) -> np.ndarray[Any, Any]:
+        v = cos * unit[axis] + np.sqrt(1 - cos * cos) * unit[other]
+        return np.asarray(v, dtype=np.float32)
+
+    vectors = {
+        shown.id: unit[0],
+        newer.id: near(0.9, 0, 1),
+        same.id: unit[2],
+        at_threshold.id: near(0.85, 2, 3),
+        above.id: near(0.8501, 2, 4),
+        far.id: unit[5],
+    }
+    pairs = NearPairs(engine.store, shown.owner, 0.85, vectors, [shown.id, same.id])
+    pairs.add_pool([newer, at_threshold, above, far])
+    assert pairs.judge(far, set(), set()) == Verdict()
+    assert pairs.judge(at_threshold, set(), set()) == Verdict()  # 0.85 is not above 0.85
+    assert pairs.judge(above, set(), set()) == Verdict(skip="semantic_duplicate")
+    update = pairs.judge(newer, set(), set())
+    assert update.skip is None and update.folded == shown
+    assert update.note is not None and "before: 34" in update.note
+    # a memory without a vector (not embedded) is never judged a duplicate
+    assert pairs.judge(engine.add("Dave is 40").memory, set(), set()) == Verdict()
