@@ -25,6 +25,7 @@ from memlane import (
     Relation,
     ResetReason,
     SessionState,
+    Status,
     StoreError,
 )
 from memlane._ids import new_id, utcnow
@@ -281,6 +282,34 @@ def test_a_turn_start_reads_the_vectors_of_its_window_only(store_backend: Backen
     assert start.state.turn == 3 and set(start.state.injected) == {old, recent}
     assert set(start.vectors) == {recent, candidate}
     assert np.allclose(start.vectors[recent], store.embeddings("default", [recent])[recent])
+
+
+def test_a_turn_start_gives_each_vector_as_its_row_holds_it_at_the_start(
+    store_backend: Backend,
+) -> None:
+    """start_turn's vectors are the rows' embeddings when the turn starts, also where SQLite
+    takes them from its ANN index (loaded by a search): a memory another process re-embedded
+    after this one's last search comes with its new vector, a forgotten one (out of the index)
+    with its row's, and another owner's candidate not at all."""
+    store = store_backend.open_store(EMB)
+    kites, boats = insert(store, "kites"), insert(store, "boats")
+    theirs = insert(store, "kites", owner="other")
+    assert store.vector_search("default", None, vec("kites"), 5)  # the search caches loaded
+    with store.transaction():
+        store.start_turn("default", "s", 2, [])
+        store.finish_turn("default", "s", 1, [kites, boats], {"skipped": {}})
+    other = store_backend.open_store(EMB)  # another process on the same database
+    with other.transaction():
+        other.replace_content(
+            "default", kites, "gliders", content_hash("gliders"), vec("gliders"),
+            ChangeReason.UPDATE,
+        )  # fmt: skip
+        other.set_status("default", boats, Status.FORGOTTEN)
+    with store.transaction():
+        start = store.start_turn("default", "s", 2, [kites, theirs])
+    assert set(start.vectors) == {kites, boats}
+    assert np.allclose(start.vectors[kites], vec("gliders"))
+    assert np.allclose(start.vectors[boats], vec("boats"))
 
 
 def test_sessions_and_access_persist_across_reopen(store_backend: Backend) -> None:

@@ -20,12 +20,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterator, Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from functools import lru_cache
 from typing import Any
 
 import numpy as np
 
+from memlane._ids import to_iso
 from memlane.store.base import CHUNK, Vector
 
 
@@ -62,18 +63,17 @@ class Dialect:
 
     def time_in(self, value: datetime | None) -> Any:
         """A time as a parameter of this backend."""
-        from memlane._ids import to_iso
-
         return None if value is None else to_iso(value)
 
     def time_out(self, value: Any) -> datetime | None:
-        """A time read back, as an aware UTC datetime."""
-        from memlane._ids import from_iso
-
-        return from_iso(value)
+        """A time read back, as an aware UTC datetime (SQLite: the text :func:`to_iso` wrote;
+        :func:`~memlane._ids.from_iso` inlined: ~36 memory rows a turn, four times each)."""
+        return None if value is None else datetime.fromisoformat(value)
 
     def json_out(self, value: Any) -> Any:
-        """A JSON column read back, as Python values."""
+        """A JSON column read back, as Python values (a new object each call)."""
+        if value == "{}":  # most metadata: no parse
+            return {}
         return json.loads(value) if isinstance(value, str | bytes) else value
 
     def vec_in(self, vector: Vector) -> Any:
@@ -140,8 +140,6 @@ class PgDialect(Dialect):
         return value
 
     def time_out(self, value: Any) -> datetime | None:
-        from datetime import UTC
-
         return None if value is None else value.astimezone(UTC)
 
     def vec_in(self, vector: Vector) -> Any:

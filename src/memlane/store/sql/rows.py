@@ -49,6 +49,11 @@ LINK_COLUMNS = "a.source_id, a.target_id, a.relation, a.weight, a.created_at"
 VERSION_COLUMNS = "memory_id, version, content, content_hash, reason, replaced_at"
 
 
+#: Enum members by stored value: a dict lookup, not the enum's call (~1.5 us each, twice a row).
+_TYPES = {t.value: t for t in types.MemoryType}
+_STATUSES = {s.value: s for s in types.Status}
+
+
 class Rows:
     """Rows to values through one dialect (times and JSON are stored each backend's way)."""
 
@@ -61,24 +66,28 @@ class Rows:
         """The memory of a row of :data:`MEMORY_COLUMNS` (``row[0]``, the row number, is not
         in it). Raises ``ValueError`` for an unknown type or status."""
         d = self.d
+        time_out = d.time_out
+        kind, status = _TYPES.get(row[6]), _STATUSES.get(row[10])
+        if kind is None or status is None:  # the enums raise the ValueError naming the value
+            kind, status = types.MemoryType(row[6]), types.Status(row[10])
         return types.Memory(
             id=row[1],
             owner=row[2],
             agent=row[3],
             session=row[4],
             source=row[5],
-            type=types.MemoryType(row[6]),
+            type=kind,
             content=row[7],
             content_hash=row[8],
             importance=float(row[9]),
-            status=types.Status(row[10]),
-            created_at=d.time_out(row[11]),  # type: ignore[arg-type]
-            updated_at=d.time_out(row[12]),  # type: ignore[arg-type]
-            last_accessed_at=d.time_out(row[13]),
+            status=status,
+            created_at=time_out(row[11]),  # type: ignore[arg-type]
+            updated_at=time_out(row[12]),  # type: ignore[arg-type]
+            last_accessed_at=time_out(row[13]),
             access_count=int(row[14]),
             confirmations=int(row[15]),
             metadata=dict(d.json_out(row[16]) or {}),
-            valid_to=d.time_out(row[17]),
+            valid_to=time_out(row[17]),
             project=row[18],
         )
 
