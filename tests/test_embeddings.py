@@ -221,3 +221,27 @@ def test_e5_embeds_queries_and_passages_with_their_prefixes() -> None:
     # multilingual: the French sentence is nearer its English original than an unrelated text
     other = embed_texts(e5, ["The quarterly revenue grew by ten percent"])[0]
     assert float(passages[0] @ passages[1]) > float(passages[0] @ other) + 0.05
+
+
+def test_worker_processes_share_the_cores_between_their_model_threads() -> None:
+    """``memlane serve --workers N`` gives each worker's model its share of the cores: 2
+    workers on 2 cores run 1 onnxruntime thread each (not 2 each, fighting for the cores)."""
+    assert local.threads_per_process(2, cpus=2) == 1
+    assert local.threads_per_process(1, cpus=2) == 2
+    assert local.threads_per_process(2, cpus=16) == 4  # at most MAX_THREADS
+    assert local.threads_per_process(3, cpus=2) == 1
+    local.use_threads(1)
+    try:
+        session = local.onnx_session(local.model_file(), None)
+        assert session.get_session_options().intra_op_num_threads == 1
+        assert (
+            local.onnx_session(local.model_file(), 3).get_session_options().intra_op_num_threads
+            == 3
+        )
+    finally:
+        local.use_threads(None)
+    default = min(local.MAX_THREADS, os.cpu_count() or 1)
+    assert (
+        local.onnx_session(local.model_file(), None).get_session_options().intra_op_num_threads
+        == default
+    )

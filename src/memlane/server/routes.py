@@ -5,10 +5,10 @@ Plain ``def`` routes: FastAPI runs each in its thread pool (the engine is synchr
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Depends, Path, Query
-from fastapi.responses import PlainTextResponse
+from fastapi.responses import JSONResponse, PlainTextResponse
 
 from memlane.engine import MemoryInput
 from memlane.errors import InvalidArgument
@@ -28,7 +28,6 @@ from memlane.server.models import (
     StatsOut,
     SyncOut,
     SyncRequest,
-    WriteOut,
 )
 from memlane.server.state import Principal, ServerState
 from memlane.transfer import export_lines
@@ -73,6 +72,15 @@ Cursor = Annotated[
 SessionId = Annotated[str, Path(min_length=1, pattern=r"\S", description="The session's id.")]
 
 
+def _answer(body: dict[str, Any]) -> JSONResponse:
+    """``body`` (built from the results' ``to_dict``, the one serialisation of each result type)
+    as the response, serialised once. Returned from the busy routes (inject, search, add)
+    instead of the result itself: FastAPI would validate the engine's result against the
+    response model again (every memory's fields, datetimes parsed back) and then serialise it
+    through the same ``to_dict``; the route's ``response_model`` still documents the answer."""
+    return JSONResponse(body)
+
+
 def _offset(cursor: str | None) -> int:
     if cursor is None:
         return 0
@@ -85,7 +93,7 @@ def router(state: ServerState) -> APIRouter:
     api = APIRouter()
 
     @api.post("/memories", response_model=AddResponse, tags=["memories"])
-    def add(body: Annotated[AddRequest, Body()], who: Caller) -> AddResponse:
+    def add(body: Annotated[AddRequest, Body()], who: Caller) -> JSONResponse:
         """Offer one memory (``memory``) or a batch (``memories``) to the write path; each
         result says its decision, the similarity and the memory it matched."""
         owner = scope(who, body.owner)
@@ -98,7 +106,7 @@ def router(state: ServerState) -> APIRouter:
             for m in offered
         ]  # fmt: skip
         results = state.engine.add_many(items)
-        return AddResponse(results=[WriteOut.of(r) for r in results])
+        return _answer({"results": [r.to_dict() for r in results]})
 
     @api.get("/memories", response_model=MemoryPage, tags=["memories"])
     def list_memories(
@@ -183,7 +191,7 @@ def router(state: ServerState) -> APIRouter:
         return rows
 
     @api.post("/search", response_model=SearchResponse, tags=["read"])
-    def search(body: SearchRequest, who: Caller) -> SearchResponse:
+    def search(body: SearchRequest, who: Caller) -> JSONResponse:
         """Hybrid search; each hit has its fused score and the rank in each leg that found it."""
         hits = state.engine.search(
             body.query,
@@ -195,20 +203,21 @@ def router(state: ServerState) -> APIRouter:
             include_inactive=body.include_inactive,
             project=body.project,
         )
-        return SearchResponse(hits=hits)
+        return _answer({"hits": [h.to_dict() for h in hits]})
 
     @api.post("/inject", response_model=Injection, tags=["read"])
-    def inject(body: InjectRequest, who: Caller) -> Injection:
+    def inject(body: InjectRequest, who: Caller) -> JSONResponse:
         """The block to insert before this turn, its items with scores, and what was left out
         (``skipped``, by reason)."""
         if body.pinned_only:
-            return state.engine.inject_pinned(
+            pinned = state.engine.inject_pinned(
                 body.session,
                 owner=scope(who, body.owner),
                 agent=body.agent,
                 max_chars=body.max_chars,
                 project=body.project,
             )
+            return _answer(pinned.to_dict())
         assert body.text is not None  # InjectRequest: text is required without pinned_only
         result = state.engine.inject(
             body.session,
@@ -220,7 +229,7 @@ def router(state: ServerState) -> APIRouter:
             known=body.known,
             project=body.project,
         )
-        return result
+        return _answer(result.to_dict())
 
     @api.get("/sessions/{session_id}", response_model=SessionState, tags=["sessions"])
     def session(

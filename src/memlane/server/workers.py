@@ -16,8 +16,10 @@ How:
 - Once every worker has loaded, the parent writes ``<home>/run/server.json`` with its own pid
   (the hooks find the server there and stop it by that pid, as they do a one-process server),
   then tells the workers to serve: no worker answers before the record exists, as with one
-  process. They serve on the shared socket: the kernel hands each new connection to one of the
-  workers waiting on it, and a keep-alive connection stays with the worker that accepted it.
+  process. The parent accepts the connections and hands each to the worker with the fewest
+  open (:mod:`memlane.server.dispatch`); a keep-alive connection stays with its worker. Each
+  worker's model runs on its share of the cores
+  (:func:`~memlane.embeddings.local.threads_per_process`).
 - The store is the source of truth: each worker's vector and BM25 caches catch up through the
   store's change feed before every search (:mod:`memlane.store.index_cache`), so a write one
   worker acknowledged is found by the next search on any other. ``memlane.toml``: every worker
@@ -37,6 +39,7 @@ memory per worker measured).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import os
 import signal
@@ -52,7 +55,7 @@ from types import FrameType
 from typing import Any
 
 from memlane.hooks.daemon import remove_record, write_record
-from memlane.server import lifecycle
+from memlane.server import dispatch, lifecycle
 
 log = logging.getLogger("memlane.server")
 
@@ -78,6 +81,9 @@ class WorkerSpec:
     home: Path
     overrides: Mapping[str, Any] = field(default_factory=dict)
     daemon: bool = False
+    #: onnxruntime threads of the worker's local model (None: the embedder's default);
+    #: :class:`Workers` sets each worker's share of the cores.
+    embed_threads: int | None = None
 
 
 def _ignore(sig: int, frame: FrameType | None) -> None:
@@ -86,10 +92,16 @@ def _ignore(sig: int, frame: FrameType | None) -> None:
 
 
 def worker_main(
-    spec: WorkerSpec, sock: socket.socket, pipe: Connection, activity: lifecycle.Activity
+    spec: WorkerSpec,
+    chan: socket.socket,
+    slot: int,
+    pipe: Connection,
+    activity: lifecycle.Activity,
+    loads: dispatch.Loads,
 ) -> None:
-    """A worker process: its engine, the model loaded, uvicorn on ``sock`` until the parent
-    says stop (or its end of ``pipe`` closes); the engine closed after the last request."""
+    """A worker process: its engine, the model loaded, uvicorn serving the connections the
+    parent hands over ``chan`` (counted in ``loads[slot]``) until the parent says stop (or its
+    end of ``pipe`` closes); the engine closed after the last request."""
     import uvicorn
 
     from memlane.config import Settings
@@ -99,6 +111,10 @@ def worker_main(
 
     signal.signal(signal.SIGINT, _ignore)
     lifecycle.log_to_stderr()
+    if spec.embed_threads is not None:
+        from memlane.embeddings import local
+
+        local.use_threads(spec.embed_threads)
     settings = Settings.load(spec.home, **dict(spec.overrides))
     engine = MemoryEngine.open(spec.home, settings)
     try:
@@ -110,7 +126,7 @@ def worker_main(
             log_level="warning" if spec.daemon else "info",
         )
         config.timeout_graceful_shutdown = lifecycle.GRACE_S
-        server = uvicorn.Server(config)
+        server = dispatch.HandedServer(config, chan, loads, slot)
         # Loaded: the parent writes the record once every worker is, then says serve (no
         # worker answers before the record exists, as with one process).
         pipe.send(("loaded", os.getpid()))
@@ -126,7 +142,7 @@ def worker_main(
         # ours that would end the process before the engine is closed below.
         previous = signal.signal(signal.SIGTERM, _ignore)
         try:
-            server.run(sockets=[sock])
+            server.run()
         finally:
             signal.signal(signal.SIGTERM, previous)
             state.stop_watching()
@@ -145,32 +161,50 @@ def _until_told(server: Any, pipe: Connection) -> None:
 class _Worker:
     process: SpawnProcess
     pipe: Connection
+    #: The parent's end of the pair the connections are handed over.
+    chan: socket.socket
+    slot: int
+    serving: bool = False
 
 
 class Workers:
-    """The parent's side: ``count`` workers of ``spec`` on ``sock``."""
+    """The parent's side: ``count`` workers of ``spec`` serving the connections accepted on
+    ``sock`` (:mod:`memlane.server.dispatch`)."""
 
     def __init__(self, spec: WorkerSpec, sock: socket.socket, count: int) -> None:
         import multiprocessing
 
+        from memlane.embeddings.local import threads_per_process
+
+        if spec.embed_threads is None:
+            spec = dataclasses.replace(spec, embed_threads=threads_per_process(count))
         self.spec = spec
         self.sock = sock
         self.count = count
         self.ctx: SpawnContext = multiprocessing.get_context("spawn")
         self.activity = lifecycle.Activity(self.ctx)
+        self.loads = dispatch.Loads(self.ctx, count)
         self.workers: list[_Worker] = []
         self.stopping = threading.Event()
+        self.dispatcher = dispatch.Dispatcher(sock, self.loads, self.targets)
 
-    def start_one(self) -> _Worker:
+    def start_one(self, slot: int) -> _Worker:
         mine, theirs = self.ctx.Pipe()
+        chan, their_chan = dispatch.channel()
+        self.loads.reset(slot)
         process = self.ctx.Process(
             target=worker_main,
-            args=(self.spec, self.sock, theirs, self.activity),
+            args=(self.spec, their_chan, slot, theirs, self.activity, self.loads),
             name="memlane-serve-worker",
         )
         process.start()
         theirs.close()  # the worker's end lives in the worker: it sees EOF when we are gone
-        return _Worker(process, mine)
+        their_chan.close()
+        return _Worker(process, mine, chan, slot)
+
+    def targets(self) -> dict[int, socket.socket]:
+        """The workers serving now, by slot, with the end their connections are sent on."""
+        return {w.slot: w.chan for w in list(self.workers) if w.serving}
 
     def wait_ready(self, worker: _Worker, limit_s: float = START_LIMIT_S) -> None:
         """Return once ``worker`` has loaded its engine and model (it serves once told
@@ -195,7 +229,7 @@ class Workers:
 
     def start(self) -> None:
         """Start every worker and wait until each has loaded (they load the model at once)."""
-        self.workers = [self.start_one() for _ in range(self.count)]
+        self.workers = [self.start_one(slot) for slot in range(self.count)]
         for worker in self.workers:
             self.wait_ready(worker)
 
@@ -204,6 +238,7 @@ class Workers:
         for w in [worker] if worker else self.workers:
             with contextlib.suppress(OSError):  # it died meanwhile: replaced later
                 w.pipe.send(SERVE)
+                w.serving = True
 
     def replace_dead(self) -> None:
         """Start a worker again in place of one that ended while serving."""
@@ -215,14 +250,17 @@ class Workers:
                 worker.process.pid,
                 worker.process.exitcode,
             )
+            worker.serving = False
             worker.pipe.close()
-            self.workers[i] = self.start_one()
+            worker.chan.close()
+            self.workers[i] = self.start_one(worker.slot)
             self.wait_ready(self.workers[i])
             self.serve(self.workers[i])
 
     def stop(self) -> None:
         """Ask every worker to stop, wait for them (their requests in flight finish), kill
         those still there after the grace time."""
+        self.dispatcher.stop()
         for worker in self.workers:
             with contextlib.suppress(OSError):  # a worker gone already
                 worker.pipe.send("stop")  # anything but SERVE: before serving, stop too
@@ -234,6 +272,7 @@ class Workers:
                 worker.process.kill()
                 worker.process.join(5)
             worker.pipe.close()
+            worker.chan.close()
 
     def pids(self) -> list[int]:
         return [w.process.pid for w in self.workers if w.process.pid is not None]
@@ -274,6 +313,7 @@ def serve(
         )
         write_record(spec.home, record)
         workers.serve()
+        workers.dispatcher.start()
         if announce is not None:
             announce(record, workers.pids())
         if idle_shutdown_s > 0:
