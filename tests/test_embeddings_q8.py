@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from conftest import Backend
-from memlane import EmbeddingMismatch, LocalEmbedder, Settings
+from memlane import EmbeddingError, EmbeddingMismatch, LocalEmbedder, Settings
 from memlane.embeddings import embed_texts, make_embedder
 from memlane.embeddings.local import MODEL_SHA256
 from memlane.embeddings.profiles import MINILM_Q8
@@ -189,6 +189,14 @@ def test_two_processes_deriving_at_once_both_succeed(tmp_path: Path, q8: Quantiz
     key = cache_key()
     assert _files(cache) == [f"{key}.json", f"{key}.onnx"]
     assert derived_model(cache).stat().st_mtime_ns == (cache / f"{key}.onnx").stat().st_mtime_ns
+
+
+def test_a_cache_folder_that_cannot_be_written_is_named(tmp_path: Path) -> None:
+    blocked = tmp_path / "not-a-folder"
+    blocked.write_text("a file where the cache folder should be")
+    with pytest.raises(EmbeddingError, match=r"not-a-folder.*MEMLANE_MODEL_CACHE"):
+        QuantizedEmbedder(folder=blocked).embed_batch(["hello"])
+    assert blocked.read_text() == "a file where the cache folder should be"  # left as it was
 
 
 def test_settings_select_q8_with_its_own_profile(tmp_path: Path) -> None:
