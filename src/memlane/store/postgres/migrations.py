@@ -181,6 +181,18 @@ MIGRATIONS: list[tuple[str, str]] = [
                  OR substr(agent, strpos(agent, '@') + 1) LIKE 'path:%');
         """,
     ),
+    (
+        # An injection turn's pinned memories (Memories.pinned_sql): one walk per type of its
+        # newest or most important active memories, a few rows each, instead of a top-N sort
+        # of every active memory of the owner. No access-count column: those updates stay HOT.
+        "0005_pinned_indexes",
+        """
+        CREATE INDEX memories_pinned_recent ON memories (owner, type, created_at)
+            WHERE status = 'active';
+        CREATE INDEX memories_pinned_importance ON memories (owner, type, importance, created_at)
+            WHERE status = 'active';
+        """,
+    ),
 ]
 
 
