@@ -135,13 +135,33 @@ class ResetReason(StrEnum):
     RESUME = "resume"
 
 
+#: Field names of each dataclass :func:`_jsonable` has met (``dataclasses.fields`` costs more
+#: than the copy itself: an injection of 7 items took 0.70 ms to serialise without this).
+#: ``None`` for the other types met (looked up once per type, not once per value).
+_FIELDS: dict[type, tuple[str, ...] | None] = {}
+_PLAIN = frozenset({str, int, float, bool, type(None)})
+
+
 def _jsonable(value: Any) -> Any:
+    kind = type(value)
+    if kind in _PLAIN:
+        return value
+    try:
+        names = _FIELDS[kind]
+    except KeyError:
+        is_data = dataclasses.is_dataclass(value) and not isinstance(value, type)
+        names = tuple(f.name for f in dataclasses.fields(value)) if is_data else None
+        _FIELDS[kind] = names
+    if names is not None:
+        return {name: _jsonable(getattr(value, name)) for name in names}
+    if kind is datetime:
+        return value.isoformat()
+    if kind is dict:  # before the Mapping ABC's slower isinstance
+        return {str(k): _jsonable(v) for k, v in value.items()}
     if isinstance(value, datetime):
         return value.isoformat()
     if isinstance(value, StrEnum):
         return value.value
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: _jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
     if isinstance(value, Mapping):
         return {str(k): _jsonable(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
