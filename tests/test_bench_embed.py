@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -28,3 +29,17 @@ def test_bench_embed_times_the_default_model() -> None:
 def test_an_unknown_model_fails_with_its_name() -> None:
     result = CliRunner().invoke(app, ["bench", "embed", "--model", "bge-small", "--queries", "1"])
     assert result.exit_code != 0 and "bge-small" in result.output
+
+
+@pytest.mark.model
+def test_bench_embed_times_the_q8_model(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("onnx")  # the 'local-q8' extra
+    monkeypatch.setenv("MEMLANE_MODEL_CACHE", str(tmp_path))  # the child derives the file here
+    assert "all-MiniLM-L6-v2-q8" in installed_models()
+    args = ["bench", "embed", "--model", "all-MiniLM-L6-v2-q8", "--queries", "5", "--batch", "20"]
+    result = CliRunner().invoke(app, [*args, "--json"])
+    assert result.exit_code == 0, result.output
+    (row,) = json.loads(result.stdout)["models"]
+    assert row["model"] == row["name"] == "all-MiniLM-L6-v2-q8"  # the store name it records
+    assert 0 < row["query_p50_ms"] <= row["query_p95_ms"] and row["batch_per_s"] > 0
+    assert any(p.suffix == ".onnx" for p in tmp_path.iterdir())
