@@ -42,6 +42,9 @@ def test_bench_serve_reports_levels_and_loses_no_write(
     # the server's two workers did the work: their CPU time and memory are reported
     assert report["workers"] == 2
     assert all(lv["server_cpu_ms_per_call"] > 0 for lv in report["levels"])
+    # 4 keep-alive clients are spread over both workers: each did a part of the level's work
+    shares = report["levels"][1]["worker_cpu_shares"]
+    assert len(shares) == 2 and min(shares) > 0.1, shares
     rss = report["server_rss_mib"]
     assert rss["parent"] > 0 and len(rss["workers"]) == 2 and min(rss["workers"]) > 0
     assert all(lv["errors"] == 0 for lv in report["levels"])

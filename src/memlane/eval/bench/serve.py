@@ -5,9 +5,10 @@ free loopback port; 1, 8 and 32 clients (threads, one keep-alive connection each
 70% inject, 20% search and 10% add. Reported per level: throughput, p50/p95/p99 per call kind,
 errors, and the CPU time the server's processes used (``server_cpu_ms_per_call``, and
 ``server_cores``: that time over the level's wall time, e.g. ~1 for one process held by the
-GIL). The same kind of calls run in-process first (one caller) for the comparison; at the end
-every acknowledged write is read back over the API (``lost_writes`` counts those missing), and
-the resident memory of each server process is read (``server_rss_mib``, Linux ``/proc``).
+GIL; with workers, ``worker_cpu_shares``: each worker's part of that time). The same kind of
+calls run in-process first (one caller) for the comparison; at the end every acknowledged write
+is read back over the API (``lost_writes`` counts those missing), and the resident memory of
+each server process is read (``server_rss_mib``, Linux ``/proc``).
 """
 
 from __future__ import annotations
@@ -223,13 +224,27 @@ def _rss_mib(pid: int) -> float | None:
     return None
 
 
-def _with_cpu(report: dict[str, Any], pids: Sequence[int], before: float | None) -> None:
+def _with_cpu(
+    report: dict[str, Any],
+    pids: Sequence[int],
+    before: float | None,
+    workers_before: Sequence[float | None] = (),
+    workers: Sequence[int] = (),
+) -> None:
     after = _cpu_s(pids)
     if before is None or after is None or not report["seconds"]:
         return
     used = after - before
     report["server_cpu_ms_per_call"] = round(1000 * used / max(1, report["all"]["calls"]), 2)
     report["server_cores"] = round(used / report["seconds"], 2)
+    shares = []
+    for pid, start in zip(workers, workers_before, strict=True):
+        end = _cpu_s([pid])
+        if start is None or end is None or used <= 0:
+            return
+        shares.append(round((end - start) / used, 3))
+    if shares:  # how evenly the workers shared the load (e.g. [0.5, 0.5]; [0.9, 0.1]: one did)
+        report["worker_cpu_shares"] = shares
 
 
 def _free_port() -> int:
@@ -292,8 +307,10 @@ def run_serve(
                 level_calls = plan(generator, n, calls, start=offset, tag=f"{tag}-c{count}")
                 offset += calls
                 before = _cpu_s(pids)
+                worker_pids = [pid for pid in pids if _is_worker(pid)]
+                workers_before = [_cpu_s([pid]) for pid in worker_pids]
                 report, ids = over_http(url, level_calls, count)
-                _with_cpu(report, pids, before)
+                _with_cpu(report, pids, before, workers_before, worker_pids)
                 levels.append(report)
                 acknowledged.extend(ids)
             with httpx.Client(base_url=url, timeout=60) as http:
