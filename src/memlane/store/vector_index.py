@@ -78,12 +78,6 @@ class OwnerIndex:
         """Every key in the index (active rows), shape ``(n,)``."""
         return np.asarray(self._index.keys, dtype=np.uint64)
 
-    def present(self, keys: NDArray[np.uint64]) -> NDArray[np.bool_]:
-        """Which of ``keys`` the index holds (active rows), shape ``(len(keys),)``."""
-        if len(keys) == 0:
-            return np.zeros(0, dtype=bool)
-        return np.asarray(self._index.contains(keys), dtype=bool).reshape(len(keys))
-
     def vectors(self, keys: NDArray[np.uint64]) -> Vector:
         """The stored vectors of ``keys`` (all in the index), shape ``(len(keys), dimension)``."""
         if len(keys) == 0:

@@ -431,7 +431,3 @@ class SqlLeg:
 
     def written(self, owner: str, num: int, agent: str | None, vector: Vector) -> None:
         """Nothing: the SQL leg reads the rows themselves."""
-
-    def embeddings(self, owner: str, rows: Sequence[tuple[str, int]]) -> dict[str, Vector]:
-        """Nothing (no copy in process): start_turn reads them with its other statements."""
-        return {}

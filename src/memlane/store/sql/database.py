@@ -146,12 +146,6 @@ class VectorLeg(Protocol):
         for :meth:`nearest`; a SQL leg sees it anyway)."""
         ...
 
-    def embeddings(self, owner: str, rows: Sequence[tuple[str, int]]) -> dict[str, Vector]:
-        """In the open write transaction: of ``rows`` (``(id, num)``, read in it), the
-        embeddings of ``owner``'s rows that an in-process leg holds a copy of, exactly as the
-        rows hold them (the caller reads the others); ``{}`` from a leg that keeps none."""
-        ...
-
 
 class AccessBuffer:
     """Buffered access counts: ``(owner, id) -> (count, last time)``, thread-safe. A backend

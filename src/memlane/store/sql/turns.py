@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from memlane._ids import utcnow
-from memlane.store.base import CHUNK, PinnedQuery, TurnContext, TurnStart
+from memlane.store.base import CHUNK, PinnedQuery, TurnContext, TurnStart, Vector
 from memlane.store.records import TurnRecord
 from memlane.store.sql.database import Database
 from memlane.store.sql.memories import Memories
@@ -66,58 +66,7 @@ class Turns:
     ) -> TurnStart:
         """In the open write transaction (or its own): advance the session's turn (and prune),
         then read its state, its memories since the last reset, and the embeddings of the
-        memories it injected within ``depth`` turns and of ``candidates``: one batch (with a
-        leg that holds a copy of the embeddings, SQLite's, the batch reads the rows' numbers
-        and the copy gives the vectors)."""
-        d = self.db.dialect
-        leg = self.memories.vectors
-        # The turn's writes are bookkeeping (what the session was shown, its event row): the
-        # transaction that starts a turn commits without waiting for the disk on every backend
-        # (Dialect.async_commit_sql: 1.6-5 ms an fsync here, the same guarantee as SQLite's);
-        # a turn lost with a crashed server shows its memories once more, nothing worse.
-        relaxed = [(d.async_commit_sql, None)] if d.async_commit_sql else []
-        statements = [
-            *relaxed,
-            *self.sessions.advance_sql(owner, session, depth),
-            self.sessions.state_sql(owner, session),
-            self.memories.since_reset_sql(owner, session),
-        ]
-        wanted = list(dict.fromkeys(candidates))
-        first = next(d.chunks(wanted), [])
-        # an in-process leg's copy gives the vectors: the rows' numbers are enough (SQLite:
-        # read from the id index alone, no row read)
-        columns = "id, num" if leg.in_process else "id, embedding"
-        with self.db.transaction(), self.db.write() as q:
-            rows = q.batch(
-                [*statements, self.vector_sql(owner, session, depth, first, columns)],
-                binary=True,
-            )
-            state = self.sessions.state_of(owner, session, rows[-3])
-            if leg.in_process:
-                vectors = leg.embeddings(owner, [(str(r[0]), int(r[1])) for r in rows[-1]])
-                read = {str(r[0]) for r in rows[-1]}  # rows of the window and of ``first``
-            else:
-                vectors = {str(r[0]): d.vec_out(r[1]) for r in rows[-1]}
-                read = set(vectors)
-            # more candidates than one statement takes (SQLite), rows the copy lacks (inactive)
-            missing = [m for m in wanted[len(first) :] if m not in vectors]
-            missing += [m for m in read if m not in vectors]
-            if missing:
-                vectors.update(self.memories.embeddings(owner, missing))
-        return TurnStart(
-            state=state,
-            same_session={str(r[0]) for r in rows[-2]},
-            vectors=vectors,
-        )
-
-    def vector_sql(
-        self, owner: str, session: str, depth: int, first: list[str], columns: str
-    ) -> tuple[str, list[Any]]:
-        """:meth:`start_turn`'s read of ``columns`` (``id, embedding``; ``id, num`` for a leg
-        with its own copy: then without the owner filter, which would read the row, as the
-        owner's copy holds the owner's rows only) of the window's memories and of ``first``
-        (at most one chunk of ids: the dialect's
-        :meth:`~memlane.store.sql.dialect.Dialect.chunks`)."""
+        memories it injected within ``depth`` turns and of ``candidates``: one batch."""
         d = self.db.dialect
         # Two lookups by id joined with UNION ALL, never one WHERE with "id IN (...) OR id IN
         # (...)": PostgreSQL's planner cannot use the id index for that OR and read every memory
@@ -127,20 +76,46 @@ class Turns:
         # injected_within counts): the table keeps 2 * depth turns, and the older half's
         # embeddings were read, parsed and stacked every turn for nothing (~360 rows a turn
         # at the bench's 25 turns a session, ~180 of them out of the window).
-        mine, owned = (
-            (f"{d.owner_filter} = ? AND ", [owner]) if "embedding" in columns else ("", [])
-        )
-        sql = (
-            f"SELECT {columns} FROM memories WHERE {mine}id IN "
+        vector_sql = (
+            f"SELECT id, embedding FROM memories WHERE {d.owner_filter} = ? AND id IN "
             "(SELECT memory_id FROM session_injections WHERE owner = ? AND session = ? "
             "AND turn > (SELECT turn FROM sessions WHERE owner = ? AND session = ?) - ?)"
         )
-        args: list[Any] = [*owned, owner, session, owner, session, int(depth)]
+        args: list[Any] = [owner, owner, session, owner, session, int(depth)]
+        wanted = list(dict.fromkeys(candidates))
+        chunks = list(d.chunks(wanted))
+        first = chunks[0] if chunks else []
         if first:
             cond, more = d.in_list("id", first)
-            sql += f" UNION ALL SELECT {columns} FROM memories WHERE {mine}{cond}"
-            args.extend([*owned, *more])
-        return sql, args
+            vector_sql += (
+                f" UNION ALL SELECT id, embedding FROM memories "
+                f"WHERE {d.owner_filter} = ? AND {cond}"
+            )
+            args.extend([owner, *more])
+        # The turn's writes are bookkeeping (what the session was shown, its event row): the
+        # transaction that starts a turn commits without waiting for the disk on every backend
+        # (Dialect.async_commit_sql: 1.6-5 ms an fsync here, the same guarantee as SQLite's);
+        # a turn lost with a crashed server shows its memories once more, nothing worse.
+        relaxed = [(d.async_commit_sql, None)] if d.async_commit_sql else []
+        with self.db.transaction(), self.db.write() as q:
+            rows = q.batch(
+                [
+                    *relaxed,
+                    *self.sessions.advance_sql(owner, session, depth),
+                    self.sessions.state_sql(owner, session),
+                    self.memories.since_reset_sql(owner, session),
+                    (vector_sql, args),
+                ],
+                binary=True,
+            )
+            vectors: dict[str, Vector] = {str(r[0]): d.vec_out(r[1]) for r in rows[-1]}
+            if len(chunks) > 1:  # more candidates than one statement takes (SQLite)
+                vectors.update(self.memories.embeddings(owner, [m for c in chunks[1:] for m in c]))
+        return TurnStart(
+            state=self.sessions.state_of(owner, session, rows[-3]),
+            same_session={str(r[0]) for r in rows[-2]},
+            vectors=vectors,
+        )
 
     def finish_turn(self, /, owner: str, *record: Any, **named: Any) -> None:
         """Record what the turn injected (deferred to the commit) and count the injected

@@ -18,8 +18,6 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from memlane._ids import to_iso, utcnow
 from memlane.errors import StoreError
 from memlane.store.base import ScoredId, Vector
@@ -272,23 +270,3 @@ class CacheLeg:
 
     def written(self, owner: str, num: int, agent: str | None, vector: Vector) -> None:
         self._cache.note_pending(owner, num, agent, vector)
-
-    def embeddings(self, owner: str, rows: Sequence[tuple[str, int]]) -> dict[str, Vector]:
-        """From the ANN index, caught up to the start of the open write transaction (the feed's
-        bound: no other process commits while it holds the write lock), for the rows it holds
-        that the transaction did not write: vectors copied out of the index (float32, as
-        stored), no row read. Nothing when ``owner``'s index is not loaded (a turn never builds
-        one). At 93,641 memories, ~190 ids a turn (the window and the candidates): their
-        numbers read from the id index 0.34 ms against 1.23 ms to read the rows' embeddings
-        (loaded machine, median of 35)."""
-        with self._db.lock:
-            if owner not in self._cache.vectors or not rows:
-                return {}
-            index = self._cache.vector(owner)  # caught up (in a write transaction: to its start)
-            written = self._cache.pending.get(owner, {})
-            mine = [(m, n) for m, n in dict(rows).items() if n not in written]
-            keys = np.fromiter((n for _, n in mine), dtype=np.uint64, count=len(mine))
-            held = index.present(keys)  # the owner's active rows only
-            vectors = index.vectors(keys[held])
-        kept = [m for (m, _), h in zip(mine, held.tolist(), strict=True) if h]
-        return dict(zip(kept, vectors, strict=True))
