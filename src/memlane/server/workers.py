@@ -1,4 +1,4 @@
-"""``memlane serve --workers N``: N processes serving one socket.
+"""``memlane serve --workers N``: N processes serving one port.
 
 Why: one process runs Python one thread at a time (the GIL). Under 8 concurrent clients one
 ``memlane serve`` process used 1.08 of a 2-core machine's cores (its CPU time over the wall time
