@@ -43,3 +43,26 @@ def test_bench_embed_times_the_q8_model(tmp_path: Path, monkeypatch: pytest.Monk
     assert row["model"] == row["name"] == "all-MiniLM-L6-v2-q8"  # the store name it records
     assert 0 < row["query_p50_ms"] <= row["query_p95_ms"] and row["batch_per_s"] > 0
     assert any(p.suffix == ".onnx" for p in tmp_path.iterdir())
+
+
+def test_the_table_keeps_whole_model_names_in_a_narrow_terminal() -> None:
+    """In an 80-column terminal both rows read ``all-MiniLM-…`` before: which row was the q8
+    model could not be told."""
+    from rich.console import Console
+
+    from memlane.cli.bench_embed import embed_table
+
+    row = {"cold_start_s": 0.5, "query_p50_ms": 6.7, "query_p95_ms": 8.0, "batch_per_s": 237}
+    result = {
+        "cpus": 2,
+        "models": [
+            {"model": "all-MiniLM-L6-v2", **row, "peak_memory_mb": 281},
+            {"model": "all-MiniLM-L6-v2-q8", **row, "peak_memory_mb": 116},
+        ],
+    }
+    console = Console(width=80, record=True, color_system=None)
+    console.print(embed_table(result))
+    text = console.export_text()
+    assert "all-MiniLM-L6-v2-q8" in text and "…" not in text
+    lines = [line for line in text.splitlines() if "all-MiniLM-L6-v2" in line]
+    assert len(lines) == 2 and "281" in lines[0] and "116" in lines[1]

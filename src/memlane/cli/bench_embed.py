@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.table import Table
@@ -46,9 +46,19 @@ def embed_cmd(
     if json_out:
         print_json(result)
         return
+    out.print(embed_table(result))
+    err.print(f"({queries} single queries, {batch} texts in batches of 64; one process per model)")
+
+
+def embed_table(result: dict[str, Any]) -> Table:
+    """``run_embed``'s result as a table. The model column is never shortened: in a narrow
+    terminal rich cut every name to ``all-MiniLM-…``, so the default and its q8 variant showed as
+    two rows of the same name; the figure columns wrap their headers instead."""
+    names = [str(r["model"]) for r in result["models"]]
     table = Table(title=f"bench embed ({result['cpus']} CPUs)", title_justify="left")
-    for column in ("model", "cold start s", "query p50 ms", "query p95 ms", "batch/s", "peak MB"):
-        table.add_column(column, justify="left" if column == "model" else "right")
+    table.add_column("model", no_wrap=True, min_width=max(map(len, names), default=5))
+    for column in ("cold start s", "query p50 ms", "query p95 ms", "batch/s", "peak MB"):
+        table.add_column(column, justify="right")
     for r in result["models"]:
         table.add_row(
             r["model"],
@@ -58,5 +68,4 @@ def embed_cmd(
             f"{r['batch_per_s']:.0f}",
             f"{r['peak_memory_mb']:.0f}",
         )
-    out.print(table)
-    err.print(f"({queries} single queries, {batch} texts in batches of 64; one process per model)")
+    return table
