@@ -7,7 +7,10 @@ from __future__ import annotations
 
 import shutil
 import sqlite3
+import threading
 from pathlib import Path
+
+import pytest
 
 from conftest import Backend
 from memlane import HashEmbedder, MemoryType
@@ -16,6 +19,7 @@ from memlane._text import content_hash
 from memlane.embeddings import embed_texts
 from memlane.store import NewMemory
 from memlane.store.sqlite import SQLiteStore
+from memlane.store.sqlite.checkpoint import Checkpointer
 
 EMB = HashEmbedder()
 
@@ -68,3 +72,28 @@ def test_a_small_store_starts_no_thread(sqlite_backend: Backend) -> None:
     _add(store, "another memory")
     assert not store.db.checkpointer.running
     assert store.db.checkpointer.checkpoints == 0
+
+
+def test_a_thread_that_cannot_start_fails_no_write(
+    sqlite_backend: Backend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The checkpointer is told of a commit after the ``COMMIT``: a process out of threads
+    (``RuntimeError: can't start new thread``) must not turn a write that landed into an error;
+    the commits then checkpoint by themselves, as without the thread."""
+    store = sqlite_backend.open_store(EMB)
+    assert isinstance(store, SQLiteStore)
+    store.db.checkpointer.close()  # opening may have started one (migrations commit one by one)
+    store.db.checkpointer = Checkpointer(store.db.path, every=1)
+
+    def no_thread(self: threading.Thread) -> None:
+        raise RuntimeError("can't start new thread")
+
+    monkeypatch.setattr(threading.Thread, "start", no_thread)
+    ids = [_add(store, f"memory {i} about sailing") for i in range(3)]
+    monkeypatch.undo()
+    assert set(store.get_many("default", ids)) == set(ids)
+    assert not store.db.checkpointer.running
+    store.close()
+    reopened = sqlite_backend.open_store(EMB)
+    assert set(reopened.get_many("default", ids)) == set(ids)
+    reopened.close()

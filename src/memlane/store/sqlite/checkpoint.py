@@ -61,7 +61,9 @@ class Checkpointer:
 
     def committed(self) -> None:
         """Count one commit; every :attr:`every` commits, wake the thread (started the first
-        time)."""
+        time). Never raises: it is called after the ``COMMIT``, and a write that landed must not
+        be reported as failed. When no thread can be started (the process is out of threads)
+        the checkpointer stops and SQLite's automatic checkpoint does the work, as before."""
         with self._cond:
             if self._closed:
                 return
@@ -71,10 +73,15 @@ class Checkpointer:
             self._commits = 0
             self._asked += 1
             if self._thread is None:
-                self._thread = threading.Thread(
+                thread = threading.Thread(
                     target=self._run, name=f"memlane-checkpoint {self.path.name}", daemon=True
                 )
-                self._thread.start()
+                try:
+                    thread.start()
+                except RuntimeError:  # no thread to be had: the commits checkpoint, as before
+                    self._closed = True
+                    return
+                self._thread = thread
             self._cond.notify_all()
 
     def wait(self, timeout: float | None = None) -> bool:
