@@ -36,8 +36,11 @@ clients: .clients/.installed
 	npm install --prefix .clients --no-audit --no-fund --no-save $(CLIENT_PACKAGES)
 	touch $@
 
+# Test files run in parallel (pytest-xdist; one file stays on one worker, so a module's shared
+# server or client install is made once). CI's machine has 2 cores; override with PYTEST_WORKERS=N.
+PYTEST_WORKERS ?= 2
 unit: $(STAMP) clients
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q -n $(PYTEST_WORKERS) --dist loadfile
 
 test: lint typecheck unit
 
