@@ -152,7 +152,7 @@ def test_help_prints_brackets_and_whole_sentences() -> None:
     serve = " ".join(help_text("serve").split())
     assert "[server] host" in serve and "[server] token" in serve
     listing = help_text("")
-    commands = listing.split("Commands:")[1].split("Exit codes:")[0]
+    commands = listing.split("Store and read:")[1].split("Exit codes:")[0]
     assert "..." not in commands, "a command's line in the list was cut mid-sentence"
     assert "Store one memory through the write path (no duplicates) and print the" in " ".join(
         commands.split()

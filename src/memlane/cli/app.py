@@ -34,6 +34,7 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 from rich.text import Text
+from typer._click.exceptions import NoSuchOption
 from typer.core import TyperCommand, TyperGroup
 
 from memlane.errors import (
@@ -76,13 +77,88 @@ EXIT_CODES: dict[int, str] = {
 _debug: ContextVar[bool | None] = ContextVar("memlane_debug", default=None)
 
 
+#: The command list of ``memlane --help``, in the order a user meets the commands: each panel
+#: (Typer's ``rich_help_panel`` of the command, set by :func:`finish`) and its commands in order.
+#: A command registered on the root and missing here lands in the last panel (a test fails).
+PANELS: dict[str, tuple[str, ...]] = {
+    "Store and read": (
+        "add",
+        "import",
+        "list",
+        "search",
+        "get",
+        "history",
+        "update",
+        "forget",
+        "learn",
+        "export",
+        "purge",
+    ),
+    "Inject and sessions": ("inject", "session"),
+    "Dedup and review": ("dedup-log", "review", "janitor"),
+    "Serve, MCP and hooks": ("serve", "mcp", "hooks", "hook"),
+    "Evaluation and benchmarks": ("replay", "dedup", "bench"),
+    "Backends, models and the LLM": ("postgres", "migrate", "reembed", "llm"),
+}
+_OTHER_PANEL = "Other commands"
+
+
+def panel_of(name: str) -> str:
+    """The help panel of the root command ``name`` (:data:`PANELS`)."""
+    return next((panel for panel, names in PANELS.items() if name in names), _OTHER_PANEL)
+
+
+def _order(name: str) -> int:
+    return next((names.index(name) for names in PANELS.values() if name in names), 0)
+
+
+def _without_poor_matches(exc: Any) -> None:
+    """Click suggests options by closeness of the whole flag, dashes included, so ``--json``
+    gets "(Possible options: --scope)" (the shared ``--`` makes them close): keep only the
+    options whose names, without dashes, are close (difflib's cutoff, 0.6)."""
+    from difflib import get_close_matches
+
+    name = str(exc.option_name).lstrip("-")
+    possibilities = list(exc.possibilities or ())
+    close = set(get_close_matches(name, [p.lstrip("-") for p in possibilities]))
+    exc.possibilities = [p for p in possibilities if p.lstrip("-") in close]
+    if not exc.possibilities and name == "json":
+        exc.message += " (this command prints no JSON: it has no --json)"
+
+
 class _Group(TyperGroup):
     """The root group: any exception a command lets out becomes one ``error:`` line and the exit
-    code of its class, also where the command does not use :func:`handle_errors` itself."""
+    code of its class, also where the command does not use :func:`handle_errors` itself. Its
+    command list is grouped in panels (:data:`PANELS`), plain text like the rest of the help."""
 
     def invoke(self, ctx: Any) -> Any:  # Any: typer's vendored click Context
         with handle_errors():
             return super().invoke(ctx)
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        try:
+            return super().parse_args(ctx, args)
+        except NoSuchOption as exc:
+            _without_poor_matches(exc)
+            raise
+
+    def format_commands(self, ctx: Any, formatter: Any) -> None:
+        panels: dict[str, list[tuple[str, Any]]] = {p: [] for p in (*PANELS, _OTHER_PANEL)}
+        for name in self.list_commands(ctx):
+            cmd = self.get_command(ctx, name)
+            if cmd is None or cmd.hidden:
+                continue
+            panel = getattr(cmd, "rich_help_panel", None) or _OTHER_PANEL
+            panels.setdefault(panel, []).append((name, cmd))
+        commands = [c for cmds in panels.values() for c in cmds]
+        if not commands:
+            return
+        limit = formatter.width - 6 - max(len(name) for name, _ in commands)
+        for panel, cmds in panels.items():
+            if cmds:
+                cmds.sort(key=lambda c: _order(c[0]))
+                with formatter.section(panel):
+                    formatter.write_dl([(n, c.get_short_help_str(limit)) for n, c in cmds])
 
 
 class _Command(TyperCommand):
@@ -94,6 +170,13 @@ class _Command(TyperCommand):
         pieces = super().collect_usage_pieces(ctx)
         return [re.sub(r"^\{(.*)\}", lambda m: m.group(1).upper(), p) for p in pieces]
 
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        try:
+            return super().parse_args(ctx, args)
+        except NoSuchOption as exc:
+            _without_poor_matches(exc)
+            raise
+
 
 def first_sentence(doc: str | None) -> str:
     """The first sentence of a help text, whole (the command list shows it; Click would cut it
@@ -103,12 +186,16 @@ def first_sentence(doc: str | None) -> str:
     return (match.group(1) if match else text).rstrip(".")
 
 
-def finish(group: typer.Typer) -> None:
+def finish(group: typer.Typer, *, root: bool = True) -> None:
     """Every command of ``group`` and its sub-groups (once all are registered): the usage line
-    of :class:`_Command` and its first sentence as its line in the command list."""
+    of :class:`_Command` and its first sentence as its line in the command list; on the root,
+    each command's help panel (:data:`PANELS`)."""
     for info in group.registered_commands:
         if info.cls is None or info.cls is TyperCommand:
             info.cls = _Command
+        if root:
+            name = str(info.name or getattr(info.callback, "__name__", ""))
+            info.rich_help_panel = panel_of(name.lower().replace("_", "-"))
         if info.short_help is None:
             info.short_help = first_sentence(info.help or (info.callback and info.callback.__doc__))
     for sub in group.registered_groups:
@@ -116,7 +203,9 @@ def finish(group: typer.Typer) -> None:
             if not isinstance(sub.short_help, str):  # None or Typer's DefaultPlaceholder
                 doc = sub.typer_instance.info.help
                 sub.short_help = first_sentence(doc if isinstance(doc, str) else None)
-            finish(sub.typer_instance)
+            if root and isinstance(sub.name, str):
+                sub.rich_help_panel = panel_of(sub.name)
+            finish(sub.typer_instance, root=False)
 
 
 app = typer.Typer(
