@@ -134,6 +134,8 @@ VALUE_TYPES = [
     "MemoryVersion",
     "SearchHit",
     "SessionState",
+    "Turn",
+    "TurnBlock",
     "WriteResult",
 ]
 

@@ -48,6 +48,8 @@ if TYPE_CHECKING:  # the names below are imported on first use (PEP 562 ``__geta
         SearchHit,
         SessionState,
         Status,
+        Turn,
+        TurnBlock,
         WriteResult,
     )
 
@@ -93,6 +95,8 @@ _EXPORTS: dict[str, str] = {
     "SearchHit": "memlane.types",
     "SessionState": "memlane.types",
     "Status": "memlane.types",
+    "Turn": "memlane.types",
+    "TurnBlock": "memlane.types",
     "WriteResult": "memlane.types",
 }
 
@@ -153,6 +157,8 @@ __all__ = [
     "Status",
     "StoreBusy",
     "StoreError",
+    "Turn",
+    "TurnBlock",
     "WriteResult",
     "__version__",
 ]

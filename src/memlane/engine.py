@@ -31,6 +31,7 @@ from memlane.embeddings.cache import Embeddings
 from memlane.errors import InvalidArgument, InvalidMemory, NotFound
 from memlane.injection import Injector, Sessions, format_block
 from memlane.injection.sessions import SyncResult
+from memlane.injection.turn import TurnModel
 from memlane.llm import LLM, make_llm
 from memlane.retrieval import Recipe, Retriever
 from memlane.scope import resolve_owner
@@ -48,6 +49,7 @@ from memlane.types import (
     SearchHit,
     SessionState,
     Status,
+    Turn,
     parse_type,
 )
 from memlane.upkeep import Upkeep
@@ -85,6 +87,7 @@ class MemoryEngine(Writes, Views, Upkeep):
         self.retriever = Retriever(self.store, self.embeddings, settings.retrieval)
         self.injector = Injector(self.store, self.retriever, settings.injection_for)
         self.sessions = Sessions(self.store, settings.injection_for)
+        self.turns = TurnModel(self.store, self.injector, self.sessions, settings.injection_for)
         self.settings = settings
 
     def reload_settings(self, settings: Settings) -> Settings:
@@ -290,6 +293,43 @@ class MemoryEngine(Writes, Views, Upkeep):
         return self.injector.inject(
             session, text, owner=owner, agent=agent, recent=recent, max_chars=max_chars,
             known=known, project=project,
+        )  # fmt: skip
+
+    def turn(
+        self,
+        session: str,
+        message: str,
+        *,
+        kept: bool,
+        position: int | None = None,
+        owner: str | None = None,
+        agent: str | None = None,
+        project: str | None = None,
+        recent: Sequence[str] | None = None,
+        max_chars: int | None = None,
+        known: Sequence[str] = (),
+        key: str | None = None,
+    ) -> Turn:
+        """One model call's memory under the turn model every door shares
+        (:mod:`memlane.injection.turn`): the turn's block is decided once (by :meth:`inject`)
+        and given back unchanged, nothing recorded, on every later call of the turn
+        (``Turn.repeat``). ``message``: the user message that started the turn; ``kept``:
+        whether the door's block stays in the history its client sends next turn (``False``:
+        ``Turn.earlier`` gives the earlier turns' blocks still within the window, for the door
+        to put back); ``position``: the user turns the conversation holds, this one included
+        (one not above every recorded position resets the session: ``Turn.reset``); ``key``:
+        the door's own turn id (default: a digest of owner, session, position and message;
+        only digests are stored). The rest as for :meth:`inject`.
+
+        Raises:
+            InvalidArgument: a bad argument, named in the message; nothing is recorded.
+            StoreError: the store failed.
+        """
+        owner = self.owner_of(owner, agent)
+        _check_project(project)
+        return self.turns.turn(
+            session, message, kept=kept, owner=owner, position=position, agent=agent,
+            project=project, recent=recent, max_chars=max_chars, known=known, key=key,
         )  # fmt: skip
 
     def inject_pinned(

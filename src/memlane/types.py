@@ -354,3 +354,38 @@ class SessionState(_ToDict):
     last_reset_at: datetime | None
     last_reset_reason: str | None
     updated_at: datetime | None
+
+
+@dataclass(frozen=True, slots=True)
+class TurnBlock(_ToDict):
+    """An earlier turn's block as :meth:`MemoryEngine.turn` gives it back to a door whose text
+    is not kept (``kept=False``): the turn's ``key`` digest, its conversation ``position``
+    (``None`` when the door gave none) and its ``block``, rendered the same bytes on every call
+    while its memories stay as they are."""
+
+    key: str
+    position: int | None
+    block: str
+
+
+@dataclass(frozen=True, slots=True)
+class Turn(_ToDict):
+    """What :meth:`MemoryEngine.turn` answers for one model call (:mod:`memlane.injection.turn`).
+
+    ``key``: the turn's digest; ``repeat``: the turn was already decided (a tool loop's later
+    call, a retry): the same ``block``, nothing recorded, no search; ``block``: this turn's
+    block (the same text on every call of the turn; ``None``: nothing to inject); ``items``:
+    its memories in block order; ``injection``: the engine's decision on the turn's first call
+    (``None`` on a repeat); ``earlier``: for ``kept=False`` only, the earlier turns' blocks
+    whose memories are still within the window, oldest first (no memory in two of them nor in
+    ``block``); ``reset``: ``"compact"`` when this call found the history shorter than recorded
+    and reset the session.
+    """
+
+    key: str
+    repeat: bool
+    block: str | None
+    items: tuple[InjectedItem, ...]
+    injection: Injection | None
+    earlier: tuple[TurnBlock, ...] = ()
+    reset: str | None = None

@@ -50,6 +50,8 @@ if TYPE_CHECKING:
 
         def sync(self, session: str, text: str, *, owner: str, agent: str) -> Injected: ...
 
+        def turn(self, session: str, message: str, **fields: Any) -> dict[str, Any]: ...
+
         def close(self) -> None: ...
 
 
@@ -282,6 +284,15 @@ class HttpBackend:
         gone = tuple(str(mid) for mid in data.get("gone", []))
         return Injected(data.get("block"), gone, int(data.get("state", {}).get("turn", 0)))
 
+    def turn(self, session: str, message: str, **fields: Any) -> dict[str, Any]:
+        """One model call's memory under the turn model (``POST /v1/turn``): ``fields`` are
+        :meth:`memlane.MemoryEngine.turn`'s keyword arguments (``kept`` required); the answer is
+        ``Turn.to_dict()`` (``block``, ``repeat``, ``earlier``, ...), as the in-process
+        backend's."""
+        return dict(
+            self._call("POST", "/v1/turn", {"session": session, "message": message, **fields})
+        )
+
     def close(self) -> None:
         self.sock.close()
 
@@ -346,6 +357,11 @@ class LocalBackend:
     def sync(self, session: str, text: str, *, owner: str, agent: str) -> Injected:
         done = self.engine.sync_session(session, text, owner=owner, agent=agent)
         return Injected(done.block, done.gone, done.state.turn)
+
+    def turn(self, session: str, message: str, **fields: Any) -> dict[str, Any]:
+        """:meth:`memlane.MemoryEngine.turn` here, answered as ``Turn.to_dict()`` (the HTTP
+        backend's answer)."""
+        return self.engine.turn(session, message, **fields).to_dict()
 
     def close(self) -> None:
         self.engine.close()

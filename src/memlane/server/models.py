@@ -230,6 +230,27 @@ class InjectRequest(_In):
         return self
 
 
+class TurnRequest(_In):
+    """One model call's memory under the turn model (:meth:`memlane.MemoryEngine.turn`):
+    ``message`` is the user message that started the turn; ``kept`` whether the door's block
+    stays in the history its client sends next turn; ``position`` the user turns the
+    conversation holds, this one included; ``key`` the door's own turn id."""
+
+    session: Name
+    message: Text
+    kept: bool = Field(strict=True)
+    position: json_int(ge=1, le=1_000_000_000) | None = None  # type: ignore[valid-type]
+    owner: Name | None = None
+    agent: Name | None = None
+    project: Project | None = None
+    recent: list[str] | None = Field(default=None, max_length=50)
+    max_chars: json_int(ge=1, le=100_000_000) | None = Field(  # type: ignore[valid-type]
+        default=None, description="Longest block allowed, in characters (none: no limit)."
+    )
+    known: list[Name] = Field(default_factory=list, max_length=1000)
+    key: Name | None = Field(default=None, max_length=1000)
+
+
 class SyncRequest(_In):
     """The memlane blocks of one request of the client to its model (``text``): the
     session's tracking follows them (:meth:`memlane.injection.Sessions.sync`)."""

@@ -28,6 +28,7 @@ from memlane.server.models import (
     StatsOut,
     SyncOut,
     SyncRequest,
+    TurnRequest,
 )
 from memlane.server.state import Principal, ServerState
 from memlane.transfer import export_lines
@@ -40,6 +41,7 @@ from memlane.types import (
     MemoryVersion,
     SessionState,
     Status,
+    Turn,
 )
 
 Caller = Annotated[Principal, Depends(caller)]
@@ -228,6 +230,27 @@ def router(state: ServerState) -> APIRouter:
             max_chars=body.max_chars,
             known=body.known,
             project=body.project,
+        )
+        return _answer(result.to_dict())
+
+    @api.post("/turn", response_model=Turn, tags=["read"])
+    def turn(body: TurnRequest, who: Caller) -> JSONResponse:
+        """One model call's memory under the turn model every door shares: the turn's block
+        (decided once, the same on every call of the turn: ``repeat``), and for ``kept:
+        false`` the earlier turns' blocks still within the window (``earlier``), to put back
+        where they were (:meth:`memlane.MemoryEngine.turn`)."""
+        result = state.engine.turn(
+            body.session,
+            body.message,
+            kept=body.kept,
+            position=body.position,
+            owner=scope(who, body.owner),
+            agent=body.agent,
+            project=body.project,
+            recent=body.recent,
+            max_chars=body.max_chars,
+            known=body.known,
+            key=body.key,
         )
         return _answer(result.to_dict())
 

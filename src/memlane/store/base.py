@@ -52,6 +52,7 @@ from memlane.store.records import (
     NewMemory,
     PinnedQuery,
     ScoredId,
+    SessionTurn,
     TextAsk,
     TurnContext,
     TurnQuery,
@@ -86,6 +87,7 @@ __all__ = [
     "ScoredId",
     "SearchReads",
     "SearchStep",
+    "SessionTurn",
     "TextAsk",
     "TurnContext",
     "TurnQuery",
@@ -377,8 +379,23 @@ class MemoryStore(SearchReads, Protocol):
         ...
 
     def reset_session(self, owner: str, session: str, reason: ResetReason) -> SessionState:
-        """Empty the session's injected ids and record the reset time and ``reason``. Write:
-        joins the open transaction, or runs in its own."""
+        """Empty the session's injected ids and its turn records (:meth:`session_turns`) and
+        record the reset time and ``reason``. Write: joins the open transaction, or runs in
+        its own."""
+        ...
+
+    def session_turns(self, owner: str, session: str) -> list[SessionTurn]:
+        """The session's turn records (:mod:`memlane.injection.turn`), by injection turn
+        number then key (a few rows: they are pruned as :meth:`record_session_turn` says)."""
+        ...
+
+    def record_session_turn(
+        self, owner: str, session: str, record: SessionTurn, keep_from: int
+    ) -> None:
+        """Record a decided turn (replacing a record of the same key: the same words decided
+        again as a new turn), and drop the session's records of injection turns before
+        ``keep_from`` (out of every window). Write: joins the open transaction, or runs in its
+        own."""
         ...
 
     def learned_messages(self, owner: str, session: str) -> int:

@@ -233,3 +233,18 @@ class Confirmation(NamedTuple):
     memory_id: str
     provenance: Mapping[str, Any]
     importance: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SessionTurn:
+    """One decided turn of the turn model (:mod:`memlane.injection.turn`), as the store keeps
+    it: ``key`` (a digest, never the prompt's text), the conversation ``position`` the door gave
+    (``None``: unknown), the session's injection ``turn`` number it was decided at, and its
+    block's memories in block order as ``(memory id, "pinned" | "contextual", folded id or
+    None, rank score)`` (the folded id: the older memory of an update pair whose value the
+    line's note gives)."""
+
+    key: str
+    position: int | None
+    turn: int
+    items: tuple[tuple[str, str, str | None, float], ...]

@@ -193,6 +193,24 @@ MIGRATIONS: list[tuple[str, str]] = [
             WHERE status = 'active';
         """,
     ),
+    (
+        # the one turn model (memlane.injection.turn): per turn of a session its key (a
+        # digest, never the prompt's text: issue #33), position, injection turn number and the
+        # memories of its block in block order as JSON [[id, source, folded id or null], ...]
+        "0007_session_turns",
+        """
+        CREATE TABLE session_turns (
+            owner TEXT NOT NULL,
+            session TEXT NOT NULL,
+            key TEXT NOT NULL,
+            position INTEGER,
+            turn INTEGER NOT NULL,
+            items JSONB NOT NULL,
+            created_at TIMESTAMPTZ NOT NULL,
+            PRIMARY KEY (owner, session, key)
+        );
+        """,
+    ),
 ]
 
 

@@ -26,6 +26,7 @@ _OWNER_TABLES = (
     "dedup_log",
     "sessions",
     "session_injections",
+    "session_turns",
     "injection_events",
     "learn_cursors",
 )

@@ -103,6 +103,10 @@ class Sessions:
                         "DELETE FROM session_injections WHERE owner = ? AND session = ?",
                         [owner, session],
                     ),
+                    (  # the turn model's records (memlane.injection.turn) start again too
+                        "DELETE FROM session_turns WHERE owner = ? AND session = ?",
+                        [owner, session],
+                    ),
                     self.state_sql(owner, session),
                 ]
             )

@@ -36,6 +36,7 @@ from memlane.store.sql.maintenance import Maintenance
 from memlane.store.sql.memories import Memories
 from memlane.store.sql.search import Search
 from memlane.store.sql.sessions import Sessions
+from memlane.store.sql.turn_records import TurnRecords
 from memlane.store.sql.turns import Turns
 
 #: The backend's :class:`Database` (its own type, so that :attr:`SQLStore.db` gives the backend's
@@ -74,6 +75,7 @@ class SQLStore(Generic[DB]):
         self._sessions = Sessions(db)
         self._links = Links(db, self._memories)
         self._turns = Turns(db, self._sessions, self._memories)
+        self._turn_records = TurnRecords(db)
         parts = (self._memories, self._links, self._turns)
         self._search = Search(db, self._cache, feed, self._vectors, parts)
         self._upkeep = Maintenance(db, self._memories, self._links, self._cache)
@@ -190,6 +192,8 @@ class SQLStore(Generic[DB]):
     set_learned_messages = forward(Sessions.set_learned_messages, "_sessions")
     sessions = forward(Sessions.sessions, "_sessions")
     injection_events = forward(Sessions.injection_events, "_sessions")
+    session_turns = forward(TurnRecords.session_turns, "_turn_records")
+    record_session_turn = forward(TurnRecords.record_session_turn, "_turn_records")
 
     turn_context = forward(Turns.turn_context, "_turns")
     start_turn = forward(Turns.start_turn, "_turns")

@@ -190,4 +190,25 @@ MIGRATIONS: list[tuple[str, str]] = [
             WHERE status = 'active';
         """,
     ),
+    (
+        "0009_session_turns",
+        """
+        -- the one turn model (memlane.injection.turn): per turn of a session, its key (a
+        -- DIGEST of owner, session, position and the user message, or of the door's own turn
+        -- id: never the prompt's text, issue #33), the conversation position the door gave,
+        -- the session's injection turn number, and the memories of its block in block order
+        -- as JSON [[id, "pinned"|"contextual", folded id or null], ...] (ids only: the block
+        -- is rendered again from the memories, so a purged or forgotten one is left out).
+        CREATE TABLE session_turns (
+            owner TEXT NOT NULL,
+            session TEXT NOT NULL,
+            key TEXT NOT NULL,
+            position INTEGER,
+            turn INTEGER NOT NULL,
+            items TEXT NOT NULL,
+            created_at TEXT NOT NULL,
+            PRIMARY KEY (owner, session, key)
+        );
+        """,
+    ),
 ]
