@@ -49,6 +49,10 @@ CASES: dict[str, list[tuple[list[str], int]]] = {
         (["update", "{memory}", "", "--home", "{home}"], 3),
     ],
     "forget": [(["forget", "no-such-id", "--home", "{home}"], 4)],
+    "restore": [
+        (["restore", "no-such-id", "--home", "{home}"], 4),
+        (["restore", "{memory}", "--home", "{home}"], 4),
+    ],
     "dedup-log": [(["dedup-log", "--home", "{missing}"], 4)],
     "search": [
         (["search", "", "--home", "{home}"], 3),

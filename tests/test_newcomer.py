@@ -8,7 +8,9 @@ Runs in-process with the ``hash`` embedder (no model), in temporary homes.
 
 from __future__ import annotations
 
+import json
 import re
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -55,3 +57,58 @@ def test_an_unknown_option_suggests_only_a_close_one() -> None:
     assert "No such option: --json" in stderr
     code, _, stderr = run("add", "--tpye", "fact")
     assert code == 2 and "(Possible options: --type)" in stderr, stderr
+
+
+# ------------------------------------------------------------------------- add, get, restore
+
+
+def test_a_refused_text_creates_no_store(tmp_path: Path) -> None:
+    for text in ("", "   ", "<private>only this</private>", "Alice \x01 likes tea"):
+        home = tmp_path / "new"
+        code, _, stderr = run("add", text, "--home", str(home))
+        assert code == 3, (text, stderr)
+        assert not home.exists(), f"add {text!r} created {home} before refusing the text"
+        assert "created a new memlane store" not in stderr
+
+
+def test_a_control_character_is_refused_naming_it(tmp_path: Path) -> None:
+    home = str(tmp_path / "h")
+    assert run("add", "Alice likes coffee", "--home", home)[0] == 0
+    code, _, stderr = run("add", "Alice \x01 likes tea", "--home", home)
+    assert code == 3
+    assert "error: content holds a control character (U+0001 at character 6): remove it" in (
+        " ".join(stderr.split())
+    )
+    code, listed, _ = run("list", "--home", home, "--json")
+    assert code == 0 and "tea" not in listed
+    # tabs and line breaks are text
+    code, added, _ = run("add", "Alice likes\ttea\nin the morning", "--home", home, "--json")
+    assert code == 0 and '"decision": "added"' in added
+
+
+def test_a_private_span_leaves_no_double_space(tmp_path: Path) -> None:
+    home = str(tmp_path / "h")
+    code, added, _ = run(
+        "add", "Zoe lives at <private>12 Rue X</private> in Bern", "--home", home, "--json"
+    )
+    assert code == 0
+    assert json.loads(added)["memory"]["content"] == "Zoe lives at in Bern"
+
+
+def test_get_of_a_forgotten_memory_says_how_to_restore_it(tmp_path: Path) -> None:
+    home = str(tmp_path / "h")
+    code, added, _ = run("add", "Alice likes tea", "--owner", "alice", "--home", home, "--json")
+    memory = json.loads(added)["memory"]["id"]
+    assert run("forget", memory, "--owner", "alice", "--home", home)[0] == 0
+    code, _, stderr = run("get", memory, "--owner", "alice", "--home", home, width=300)
+    assert code == 4
+    line = " ".join(stderr.split())
+    assert f"memory {memory} of 'alice' was forgotten on " in line, line
+    assert f"`memlane restore {memory} --owner alice` brings it back" in line, line
+    code, restored, _ = run("restore", memory, "--owner", "alice", "--home", home)
+    assert code == 0 and f"restored {memory}" in " ".join(restored.split())
+    code, shown, _ = run("get", memory, "--owner", "alice", "--home", home, "--json")
+    assert code == 0 and json.loads(shown)["status"] == "active"
+    # an id that never existed keeps the plain answer
+    code, _, stderr = run("get", "no-such-id", "--owner", "alice", "--home", home)
+    assert code == 4 and "no memory with id" in stderr and "restore" not in stderr

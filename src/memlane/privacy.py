@@ -174,11 +174,25 @@ RULES: tuple[Rule, ...] = (
 )
 
 
+_PRIVATE_SPAN = re.compile(r"([ \t]*)" + _PRIVATE.pattern + r"([ \t]*)", _PRIVATE.flags)
+
+
+def _close_gap(match: re.Match[str]) -> str:
+    """What replaces a ``<private>`` span and the blanks around it: one space between two
+    words ("lives at <private>x</private> in Bern" -> "lives at in Bern"), nothing at either
+    end of the text or before punctuation ("at <private>x</private>." -> "at.")."""
+    text, start, end = match.string, match.start(), match.end()
+    if start == 0 or end == len(text) or text[end] in ".,;:!?)]}\n":
+        return ""
+    return " " if match.group(1) or match.group(2) else ""
+
+
 def strip_private(text: str) -> str:
-    """``text`` without its ``<private>...</private>`` spans (an unclosed tag: to the end)."""
+    """``text`` without its ``<private>...</private>`` spans (an unclosed tag: to the end); the
+    blanks around a span close up to one space (never a double space where it was)."""
     if "<" not in text:
         return text
-    return _PRIVATE.sub("", text)
+    return _PRIVATE_SPAN.sub(_close_gap, text)
 
 
 def find_secrets(text: str, rules: tuple[Rule, ...] = RULES) -> list[Finding]:

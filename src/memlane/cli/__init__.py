@@ -22,6 +22,7 @@ from memlane.cli import (  # noqa: F401  (registers commands)
     read,
     reembed,
     replay,
+    restore,
     review,
     serve,
     session,

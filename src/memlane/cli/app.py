@@ -90,6 +90,7 @@ PANELS: dict[str, tuple[str, ...]] = {
         "history",
         "update",
         "forget",
+        "restore",
         "learn",
         "export",
         "purge",

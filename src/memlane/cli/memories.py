@@ -36,6 +36,7 @@ from memlane.cli.app import (
 from memlane.cli.privacy import restore_export
 from memlane.cli.render import (
     associations_table,
+    check_offered,
     command,
     decision_text,
     engine_for,
@@ -49,8 +50,9 @@ from memlane.cli.render import (
     when,
     write_result_dict,
 )
+from memlane.cli.restore import why_not_active
 from memlane.engine import MemoryInput
-from memlane.errors import InvalidMemory, MemlaneError
+from memlane.errors import InvalidMemory, MemlaneError, NotFound
 from memlane.transfer import is_export
 from memlane.types import Decision, MemoryType
 
@@ -104,7 +106,8 @@ def add(
 
     Example:  memlane add "Alice prefers dark mode" --type preference --owner alice
     """
-    with engine_for(home, create=True) as engine:
+    offered = MemoryInput(text, type, owner, agent, session, importance, source, {})
+    with engine_for(home, create=True, check=lambda s: check_offered(s, offered)) as engine:
         result = engine.add(
             text,
             type=type,
@@ -337,7 +340,12 @@ def get(
     Example:  memlane get 01a1fe35-5154-71f8-bc2c-fa27e9c4001f --owner alice --json
     """
     with engine_for(home) as engine:
-        memory = engine.get(memory_id, owner=owner, agent=agent, include_inactive=include_inactive)
+        try:
+            memory = engine.get(
+                memory_id, owner=owner, agent=agent, include_inactive=include_inactive
+            )
+        except NotFound as exc:  # forgotten or superseded: say so, and how to get it back
+            raise why_not_active(engine, memory_id, owner, agent) or exc from None
         versions = engine.history(memory_id, owner=owner, agent=agent)
         links = engine.associations(memory_id, owner=owner, agent=agent)
     if as_json:

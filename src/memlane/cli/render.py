@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import json
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import typer
 from rich import box
@@ -16,9 +17,10 @@ from rich.text import Text
 
 from memlane.cli.app import err, handle_errors, out
 from memlane.config import Settings
+from memlane.dedup.write import MemoryInput, WritePath
 from memlane.engine import MemoryEngine
 from memlane.errors import InvalidArgument, NotFound
-from memlane.scope import ScopeError, resolve_project
+from memlane.scope import ScopeError, resolve_owner, resolve_project
 from memlane.types import Association, Decision, Memory, MemoryVersion, WriteResult
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -63,15 +65,37 @@ def project_for(value: str | None) -> str | None:
         raise InvalidArgument(str(exc)) from None
 
 
+def check_offered(settings: Settings, item: MemoryInput) -> None:
+    """Validate ``item`` as the write path will (:meth:`WritePath.validate`: empty text, text
+    only ``<private>``, a refused secret, a control character, an unknown type ...) before
+    anything is opened or created. Raises :class:`InvalidMemory` (exit 3)."""
+    if item.owner is None:
+        item = dataclasses.replace(item, owner=resolve_owner(None, settings.scope.owner))
+    # validate() reads only the [dedup] limits and the [privacy] decision: no store, no model
+    rules = WritePath(
+        cast(Any, None), cast(Any, None), settings.dedup, secrets=settings.privacy.secrets
+    )
+    rules.validate(item)
+
+
 @contextmanager
-def engine_for(home: Path | None, *, create: bool = False) -> Iterator[MemoryEngine]:
+def engine_for(
+    home: Path | None,
+    *,
+    create: bool = False,
+    check: Callable[[Settings], None] | None = None,
+) -> Iterator[MemoryEngine]:
     """Open the engine of ``--home`` for one command; memlane errors become ``error: ...``.
 
     A home folder that does not exist (SQLite store): a read (``create`` false) raises
     :class:`NotFound` (exit 4) and creates nothing, so a typo in ``--home`` is not an empty
-    answer; a write creates the home and its store and says so once on stderr."""
+    answer; a write creates the home and its store and says so once on stderr. ``check`` runs
+    on the settings before anything is opened or created (a write refused by it leaves no new
+    home behind)."""
     with handle_errors():
         settings = Settings.load(home)
+        if check is not None:
+            check(settings)
         created = new_store(settings)
         if created and not create and not settings.home_path.exists():
             raise NotFound(

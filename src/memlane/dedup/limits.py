@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -46,6 +47,23 @@ def check_text(name: str, text: str) -> None:
         raise InvalidMemory(
             f"{name} holds {what} (U+{ord(text[at]):04X} at character {at}), which is not "
             "text a store can keep: send valid UTF-8 without NUL"
+        )
+
+
+#: Control characters a memory's text may hold: tab and the line breaks (every other C0 or C1
+#: control character, DEL included, is invisible in a page or a prompt and is refused).
+ALLOWED_CONTROLS = frozenset("\t\n\r")
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
+
+
+def check_controls(name: str, text: str) -> None:
+    """Raise :class:`InvalidMemory` when ``text`` holds a control character other than tab and
+    line breaks (:data:`ALLOWED_CONTROLS`): the same refusal on every door (CLI, HTTP, MCP)."""
+    match = _CONTROL.search(text)
+    if match:
+        raise InvalidMemory(
+            f"{name} holds a control character (U+{ord(match.group()):04X} at character "
+            f"{match.start()}): remove it (tabs and line breaks are fine)"
         )
 
 

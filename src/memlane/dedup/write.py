@@ -17,7 +17,7 @@ from memlane import privacy
 from memlane._ids import new_id, utcnow
 from memlane._text import content_hash
 from memlane.config import DedupSettings
-from memlane.dedup.limits import check_metadata, check_text
+from memlane.dedup.limits import check_controls, check_metadata, check_text
 from memlane.dedup.pipeline import Add, Keep, KeepApart, Plan, Rewrite, decide
 from memlane.embeddings.cache import Embeddings
 from memlane.errors import InvalidMemory, NotFound
@@ -127,6 +127,7 @@ class WritePath:
         if not isinstance(content, str):
             raise InvalidMemory(f"content must be a string, got {type(content).__name__}")
         check_text("content", content)
+        check_controls("content", content)
         cleaned, redacted = privacy.clean(content, self.secrets)
         text = cleaned.strip()
         if not text:

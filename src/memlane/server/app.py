@@ -31,7 +31,7 @@ from memlane.errors import (
 from memlane.server import pages, review_routes, routes, settings_routes
 from memlane.server.auth import AuthError, caller, principal_of
 from memlane.server.guard import CatchAll, Methods, SameOrigin, allowed_hosts
-from memlane.server.models import HealthOut, Problem, printable
+from memlane.server.models import FieldError, HealthOut, Problem, printable
 from memlane.server.openapi import truthful
 from memlane.server.state import ServerState
 
@@ -92,18 +92,50 @@ def problem(
     )
 
 
-def _field_errors(exc: RequestValidationError) -> list[dict[str, Any]]:
+def _field_errors(exc: RequestValidationError, content_type: str = "") -> list[dict[str, Any]]:
+    """Each of pydantic's errors as ``{"field", "message"}``: the field a dotted path (``body``
+    for the whole body), the message what is wrong and the fix. FastAPI's own errors are
+    reworded: a malformed JSON body (its ``loc`` holds the character position, not a field), a
+    body that was not read as JSON (no ``Content-Type: application/json``), a value error of a
+    model validator (:class:`~memlane.server.models.FieldError`: its field, no "Value error, ")."""
     out = []
     for err in exc.errors():
+        kind = err.get("type")
+        ctx = err.get("ctx") or {}
         loc = [
             str(p) for p in err.get("loc", ()) if p not in ("body", "query", "path", "one", "batch")
         ]
         message = str(err.get("msg", ""))
-        if err.get("type") == "string_pattern_mismatch" and "\\S" in message:
+        if kind == "json_invalid":
+            where = next((p for p in err.get("loc", ()) if isinstance(p, int)), None)
+            at = f" at character {where}" if where is not None else ""
+            why = f" ({ctx['error']}{at})" if ctx.get("error") else at
+            out.append(
+                {"field": "body", "message": f"is not valid JSON{why}: send one JSON object"}
+            )
+            continue
+        if not loc and kind in ("model_attributes_type", "dict_type", "missing"):
+            if "json" not in content_type.lower():
+                sent = f"Content-Type: {content_type}" if content_type else "no Content-Type"
+                message = (
+                    f"was not read as JSON ({sent}): send a JSON object with "
+                    "Content-Type: application/json"
+                )
+            else:
+                message = f"must be a JSON object, got {type(err.get('input')).__name__}"
+            out.append({"field": "body", "message": message})
+            continue
+        error = ctx.get("error")
+        if kind == "value_error" and isinstance(error, FieldError):
+            out.append({"field": error.field, "message": error.problem})
+            continue
+        if kind == "value_error":
+            message = message.removeprefix("Value error, ")
+        elif kind == "string_pattern_mismatch" and "\\S" in message:
             message = "is empty or blank: give some text"
-        elif err.get("type") == "string_too_short":
+        elif kind == "string_too_short":
             message = "is empty: give some text"
-        elif err.get("type") in ("enum", "literal_error"):
+        elif kind in ("enum", "literal_error"):
             message = f"{message}, got {str(err.get('input'))[:80]!r}"
         out.append({"field": ".".join(loc) or "body", "message": message})
     return out
@@ -243,7 +275,7 @@ def create_app(state: ServerState) -> FastAPI:
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
-        errors = _field_errors(exc)
+        errors = _field_errors(exc, request.headers.get("content-type", ""))
         detail = "; ".join(f"{e['field']}: {e['message']}" for e in errors)
         return problem(422, detail or "invalid request", errors=errors)
 

@@ -67,6 +67,17 @@ def printable(text: str) -> str:
     return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
+class FieldError(ValueError):
+    """A body's value that is not text, raised inside a model validator: ``field`` is where (a
+    dotted path, ``body`` for the whole body), ``problem`` what is wrong and the fix (the error
+    handler shows ``field: problem``, not pydantic's "Value error, " under ``body``)."""
+
+    def __init__(self, field: str, problem: str) -> None:
+        super().__init__(f"{field} {problem}")
+        self.field = field
+        self.problem = problem
+
+
 class _In(BaseModel):
     """A request body: unknown keys refused, and no string anywhere in it (keys included) may
     hold a lone UTF-16 surrogate or NUL (422 naming where; no store can keep them)."""
@@ -83,9 +94,9 @@ class _In(BaseModel):
                 at = not_text_at(value)
                 if at >= 0:
                     what = "NUL" if value[at] == "\x00" else "a lone UTF-16 surrogate"
-                    raise ValueError(
-                        f"{where or 'a value'} holds {what} at character {at}: send valid "
-                        "UTF-8 text without NUL"
+                    raise FieldError(
+                        where or "body",
+                        f"holds {what} at character {at}: send valid UTF-8 text without NUL",
                     )
             elif isinstance(value, dict):
                 for key, item in value.items():
