@@ -223,7 +223,8 @@ def test_serve_names_the_process_on_a_busy_port(env: dict[str, str]) -> None:
     result: Any = CliRunner().invoke(app, ["serve", "--port", str(port), "--home", env["home"]])
     assert result.exit_code == 5
     message = result.stderr
-    assert f"127.0.0.1:{port} is already in use" in message
+    assert f"error: port {port} on 127.0.0.1 is already in use by " in message, message
+    assert "invalid setting" not in message, message
     assert "loading the embedding model" not in message  # checked before the model loads
     # the socket is this test's own: the message names this process and how to move on
     import os

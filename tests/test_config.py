@@ -197,6 +197,12 @@ def test_invalid_toml_names_the_file(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="not valid TOML") as info:
         Settings.load(tmp_path)
     assert info.value.key == str(path)
+    # one line: the file, the line and column, TOML's problem, the fix (not "invalid setting
+    # /path = '<file>'")
+    assert str(info.value) == (
+        f"{path} is not valid TOML, line 1, column 7: Expected ']' at the end of a table "
+        "declaration (fix the file; docs/configuration.md shows every setting)"
+    )
 
 
 def test_invalid_explicit_override(tmp_path: Path) -> None:

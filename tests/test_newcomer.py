@@ -112,3 +112,25 @@ def test_get_of_a_forgotten_memory_says_how_to_restore_it(tmp_path: Path) -> Non
     # an id that never existed keeps the plain answer
     code, _, stderr = run("get", "no-such-id", "--owner", "alice", "--home", home)
     assert code == 4 and "no memory with id" in stderr and "restore" not in stderr
+
+
+# ------------------------------------------------------------------------- docs tell the truth
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_security_doc_states_the_exit_codes_the_cli_gives(tmp_path: Path) -> None:
+    """docs/security.md: text that is only ``<private>``, and a secret under ``secrets =
+    "refuse"``, exit with InvalidMemory's code (``--help`` says 3)."""
+    doc = " ".join((ROOT / "docs" / "security.md").read_text().split())
+    private = re.search(r"only private text is refused \(422, exit (\d+)", doc)
+    refuse = re.search(r'secrets = "refuse" # the memory is refused: 422 / exit (\d+)', doc)
+    assert private and refuse, "docs/security.md no longer states these exit codes"
+    home = tmp_path / "h"
+    home.mkdir()
+    (home / "memlane.toml").write_text('[privacy]\nsecrets = "refuse"\n')
+    only_private, _, _ = run("add", "<private>my PIN is 4711</private>", "--home", str(home))
+    secret, _, stderr = run("add", "the key is AKIAQ4BRTHGB2NZ7XW3K", "--home", str(home))
+    assert "aws_access_key_id" in stderr, stderr
+    assert int(private.group(1)) == only_private == 3
+    assert int(refuse.group(1)) == secret == 3

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import tomllib
 from collections.abc import Mapping
 from contextvars import ContextVar
@@ -393,7 +394,7 @@ class Settings(BaseSettings):
         try:
             data = tomllib.loads(text)
         except tomllib.TOMLDecodeError as exc:
-            raise ConfigError(source, "<file>", f"not valid TOML ({exc})") from exc
+            raise toml_error(source, exc) from exc
         token = _TOML_DATA.set(data)  # read by the TOML source, in this thread only
         try:
             settings = cls(home=str(home_path), **overrides)
@@ -468,6 +469,36 @@ def resolve_home(home: str | os.PathLike[str] | None = None) -> Path:
     """``home``, else ``$MEMLANE_HOME``, else ``~/.memlane`` (expanded, not created)."""
     raw = home if home is not None else os.environ.get("MEMLANE_HOME") or DEFAULT_HOME
     return Path(raw).expanduser().resolve()
+
+
+class SettingProblem(ConfigError):
+    """A :class:`ConfigError` (exit 5) whose message is its own sentence instead of "invalid
+    setting KEY = VALUE: ...": for a problem that is not a bad value (a file that is not TOML, a
+    port another process holds). ``key``, ``value`` and ``allowed`` as for :class:`ConfigError`."""
+
+    def __init__(self, key: str, value: object, allowed: str, message: str) -> None:
+        super().__init__(key, value, allowed)
+        self.args = (message,)
+
+
+_TOML_WHERE = re.compile(r"\s*\(at (line \d+, column \d+|end of document)\)\s*$")
+
+
+def toml_error(source: str, exc: tomllib.TOMLDecodeError) -> ConfigError:
+    """The file ``source`` is not TOML: one line naming the file, the line and column, the TOML
+    problem and the fix (``exc``'s own text ends with "(at line L, column C)")."""
+    text = str(exc)
+    match = _TOML_WHERE.search(text)
+    problem = _TOML_WHERE.sub("", text)
+    where = f", {match.group(1)}" if match else ""
+    allowed = f"not valid TOML{where}: {problem}"
+    return SettingProblem(
+        source,
+        "<file>",
+        allowed,
+        f"{source} is not valid TOML{where}: {problem} (fix the file; docs/configuration.md "
+        "shows every setting)",
+    )
 
 
 def _config_error(exc: ValidationError, prefix: str = "") -> ConfigError:

@@ -8,7 +8,7 @@ and the transcript ``learn`` sends to the model):
   case-insensitively; an unclosed ``<private>`` hides the rest of the text);
 - :func:`find_secrets`: well-known secret formats, each a :class:`Rule` below. The decision is
   ``[privacy] secrets``: ``"redact"`` (default: each secret becomes ``[redacted:<kind>]`` and the
-  memory is stored) or ``"refuse"`` (the memory is refused with 422 / exit 2 naming the kind).
+  memory is stored) or ``"refuse"`` (the memory is refused with 422 / exit 3 naming the kind).
 
 Why not ``detect-secrets`` (Yelp, PyPI)? It was tried on the labelled set of
 ``tests/data/secrets.tsv``: its default plugins are made for source code, and its
@@ -42,7 +42,7 @@ class PrivacySettings(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True)
 
     #: ``"redact"``: each secret becomes ``[redacted:<kind>]`` and the memory is stored;
-    #: ``"refuse"``: the memory is refused (422 / exit 2) naming the kind of secret.
+    #: ``"refuse"``: the memory is refused (422 / exit 3) naming the kind of secret.
     secrets: SecretsDecision = "redact"
 
 

@@ -19,6 +19,7 @@ import typer
 
 from memlane.cli.app import HomeOption, app, err, fail
 from memlane.cli.render import announce_new_store, new_store
+from memlane.config import SettingProblem
 from memlane.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -109,11 +110,15 @@ def check_port(host: str, port: int) -> None:
             holder = port_holder(port)
             who = f"by {holder}" if holder else "by another process"
             stop = f"stop it (kill {holder.split()[1]})" if holder else "stop that process"
-            raise ConfigError(
+            fix = (
+                f"{stop}, or serve on another port (memlane serve --port {port + 1}, or "
+                "[server] port in memlane.toml)"
+            )
+            raise SettingProblem(
                 "server.port",
                 port,
-                f"{host}:{port} is already in use {who}: {stop}, or serve on another port "
-                f"(memlane serve --port {port + 1}, or [server] port in memlane.toml)",
+                f"{host}:{port} is already in use {who}: {fix}",
+                f"port {port} on {host} is already in use {who}: {fix}",
             ) from None
 
 
