@@ -13,6 +13,7 @@ from numpy.typing import NDArray
 
 from memlane._ids import utcnow
 from memlane.store.index_cache import (
+    PURGED,
     ChangeFeed,
     IndexCache,
     RowRef,
@@ -81,6 +82,9 @@ class FakeFeed:
     open_tx: dict[int, Row] = field(default_factory=dict)
     seq: int = 0
     calls: list[tuple[str, str, int]] = field(default_factory=list)
+    #: owner -> change number of its last purge (``mark=False`` purges leave none: a feed that
+    #: never carries hard deletes, as before issue #33)
+    marks: dict[str, int] = field(default_factory=dict)
 
     def commit(self, row: Row) -> Row:
         """Insert or change ``row`` (a new change number)."""
@@ -95,11 +99,19 @@ class FakeFeed:
     def store_id(self) -> str:
         return self.id
 
+    def purge(self, keys: Sequence[int], *, mark: bool = True) -> None:
+        """Hard-delete rows ``keys`` (their owner's purge mark numbered as a change)."""
+        for key in keys:
+            row = self.rows.pop(key)
+            if mark:
+                self.seq += 1
+                self.marks[row.owner] = self.seq
+
     def _changed(self, owner: str, watermark: int) -> tuple[list[Row], int]:
-        rows = sorted(
-            (r for r in self.rows.values() if r.owner == owner and r.seq > watermark),
-            key=lambda r: r.seq,
-        )
+        rows = list(r for r in self.rows.values() if r.owner == owner and r.seq > watermark)
+        if self.marks.get(owner, 0) > watermark:  # as the SQL feed's purge mark
+            rows.append(Row(PURGED, owner, "", np.zeros(DIM, np.float32), seq=self.marks[owner]))
+        rows.sort(key=lambda r: r.seq)
         return rows, (rows[-1].seq if rows else watermark)
 
     def vector_changes(self, owner: str, watermark: int) -> tuple[list[VectorChange], int]:
@@ -114,6 +126,12 @@ class FakeFeed:
             (r.key, r.status == "active", r.content, r.agent, r.type, r.project) for r in rows
         ]
         return changes, mark
+
+    def purged_after(self, owner: str, watermark: int) -> bool:
+        return self.marks.get(owner, 0) > watermark
+
+    def keys(self, owner: str) -> set[int]:
+        return {k for k, r in self.rows.items() if r.owner == owner}
 
     def _visible(self, owner: str, keys: Sequence[int]) -> list[Row]:
         both = {**self.rows, **self.open_tx}
@@ -351,3 +369,80 @@ def test_fts_query_without_content_words_or_k_zero_is_empty() -> None:
     assert cache.fts_search(TextAsk("o", None, "the and of", 5)) == []
     assert cache.fts_search(TextAsk("o", None, "kite", 0)) == []
     assert feed.calls == []  # nothing to look up: the index is not even built
+
+
+def _files_holding(folder: Path, needle: bytes | str) -> list[str]:
+    """Files of ``folder`` holding ``needle`` (a text: as UTF-8 or as numpy's UTF-32 strings)."""
+    forms = [needle] if isinstance(needle, bytes) else [needle.encode(), needle.encode("utf-32-le")]
+    return sorted(p.name for p in folder.iterdir() if any(f in p.read_bytes() for f in forms))
+
+
+def test_a_purge_in_the_feed_rebuilds_an_index_built_before_it(tmp_path: Path) -> None:
+    """Issue #33: another process purged a row; this cache meets the owner's purge mark at its
+    next catch-up, drops both indexes and their files, and rebuilds from the rows left."""
+    feed = FakeFeed()
+    for key in range(1, 6):
+        feed.add(key, "o", f"note {key} about the harbour", unit(key))
+    feed.add(9, "o", "the zanzibarite password hint", unit(9))
+    feed.add(20, "p", "the zanzibarite of another owner", unit(20))
+    cache = IndexCache(feed, DIM, tmp_path)
+    assert _ids(cache.fts_search(TextAsk("o", None, "zanzibarite", 5))) == ["m9"]
+    cache.vector_search(VectorAsk("o", None, unit(9), 1))
+    cache.fts_search(TextAsk("p", None, "zanzibarite", 5))
+    cache.save(min_rows=1)
+    vector_bytes = unit(9).tobytes()
+    assert _files_holding(tmp_path, "zanzibar") and _files_holding(tmp_path, vector_bytes)
+
+    feed.purge([9])  # what another process did: its own files are its own business
+    assert cache.fts_search(TextAsk("o", None, "zanzibarite", 5)) == []
+    assert 9 not in cache.texts["o"].key_set() and len(cache.texts["o"]) == 5
+    # the owner's saved files went with it; the other owner's stay
+    assert _files_holding(tmp_path, vector_bytes) == []
+    assert len(_files_holding(tmp_path, "zanzibar")) == 1  # p's BM25 file
+    assert _ids(cache.vector_search(VectorAsk("o", None, unit(3), 1))) == ["m3"]
+    assert 9 not in cache.vectors["o"].keys().tolist() and len(cache.vectors["o"]) == 5
+    cache.save(min_rows=1)
+    assert _files_holding(tmp_path, vector_bytes) == []
+    # later changes still arrive (the rebuilt index read from 0, the mark included)
+    feed.add(10, "o", "a new harbour note", unit(10))
+    assert _ids(cache.fts_search(TextAsk("o", None, "new harbour", 1))) == ["m10"]
+
+
+def test_save_checks_the_rows_against_the_store(tmp_path: Path) -> None:
+    """Belt and braces: a feed that never carried a hard delete (no purge mark) still never
+    gets the purged row saved: save() compares the index's keys with the store's."""
+    feed = FakeFeed()
+    for key in range(1, 6):
+        feed.add(key, "o", f"note {key} about the quokkas", unit(key))
+    cache = IndexCache(feed, DIM, tmp_path)
+    cache.fts_search(TextAsk("o", None, "quokkas", 5))
+    cache.vector_search(VectorAsk("o", None, unit(1), 1))
+    feed.purge([5], mark=False)
+    feed.add(6, "o", "a later note", unit(6))  # the index changed since loaded: due a save
+    cache.fts_search(TextAsk("o", None, "later", 1))
+    cache.vector_search(VectorAsk("o", None, unit(6), 1))
+    cache.save(min_rows=1)
+    assert list(tmp_path.iterdir()) == []  # dropped, not saved
+    assert "o" not in cache.texts and "o" not in cache.vectors
+    assert _ids(cache.fts_search(TextAsk("o", None, "note", 9))) != []  # rebuilt on next use
+    assert 5 not in cache.texts["o"].key_set()
+
+
+def test_a_purge_during_a_save_removes_what_was_written(tmp_path: Path) -> None:
+    """The purging process removes the files after its commit; a save that checked the store
+    before that commit and wrote after the removal looks again and removes its own files."""
+    feed = FakeFeed()
+    for key in range(1, 4):
+        feed.add(key, "o", f"note {key} on the wombat", unit(key))
+    cache = IndexCache(feed, DIM, tmp_path)
+    cache.fts_search(TextAsk("o", None, "wombat", 5))
+    keys = feed.keys
+
+    def keys_then_purge(owner: str) -> set[int]:
+        found = keys(owner)
+        feed.purge([3])  # commits between the check and the write
+        return found
+
+    feed.keys = keys_then_purge  # type: ignore[method-assign]
+    cache.save(min_rows=1)
+    assert list(tmp_path.iterdir()) == []

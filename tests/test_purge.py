@@ -126,3 +126,39 @@ def test_delete_with_purge_over_http(store_backend: Backend) -> None:
         assert client.get(f"/v1/memories/{mid}").status_code == 404
         assert client.get("/v1/memories", params={"status": "forgotten"}).json()["items"] == []
         assert client.delete(f"/v1/memories/{mid}", params={"purge": "true"}).status_code == 404
+
+
+def test_another_process_caches_forget_a_purged_memory(store_backend: Backend) -> None:
+    """Issue #33: a purge by one process reaches another's search caches (its purge mark in
+    the change feed): they no longer hold the row, and count only the rows left."""
+    ours, theirs = store_backend.engine(), store_backend.engine()
+    for n in range(5):
+        ours.add(f"filler memory number {n} about gardening", owner="alice")
+    mid = fill(ours, "alice")
+    assert theirs.search(MARK, owner="alice")[0].memory.id == mid  # their caches hold it
+    cache = theirs.store.cache
+    before = len(cache.text("alice"))
+    assert ours.purge(mid, owner="alice") == 1
+    assert all(MARK not in h.memory.content for h in theirs.search(MARK, owner="alice"))
+    assert len(cache.text("alice")) == before - 1 == len(ours.list(owner="alice"))
+    assert not [t for t in cache.text("alice").to_arrays()["terms"].tolist() if MARK[:10] in t]
+    # a later write of either process still reaches the other
+    added = ours.add("the compost heap needs turning", owner="alice").memory.id
+    assert theirs.search("compost heap", owner="alice")[0].memory.id == added
+
+
+@pytest.mark.parametrize("store_backend", ["sqlite"], indirect=True)
+def test_a_write_after_purging_the_newest_row_reaches_other_caches(
+    store_backend: Backend,
+) -> None:
+    """SQLite numbered changes on from the highest row left: purging the newest row handed its
+    number out again, below another process's watermark, and that process never saw the new
+    row. The purge mark keeps the number taken."""
+    ours, theirs = store_backend.engine(), store_backend.engine()
+    ours.add("the shed key hangs by the door", owner="alice")
+    newest = ours.add(f"the {MARK} jar is on the top shelf", owner="alice").memory.id
+    assert theirs.search(MARK, owner="alice")[0].memory.id == newest  # watermark: the newest
+    assert ours.purge(newest, owner="alice") == 1
+    assert len(theirs.store.cache.text("alice")) == 1  # the mark numbered above the row
+    added = ours.add("the greenhouse vents open at noon", owner="alice").memory.id
+    assert theirs.search("greenhouse vents noon", owner="alice")[0].memory.id == added

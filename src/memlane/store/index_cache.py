@@ -18,6 +18,15 @@ reads committed rows only (through the feed). Rows the open transaction wrote ar
 :meth:`IndexCache.note_pending` so that :meth:`IndexCache.nearest` (the dedup lookup) sees them
 (read-your-writes); the backend calls :meth:`IndexCache.discard_pending` when the transaction
 ends, committed (the feed returns them from then on) or rolled back (they never existed).
+
+Purges (issue #33, docs/security.md "Purge"): a hard delete leaves no row for the feed to return,
+so the backend records a *purge mark* per owner, numbered in the same change sequence, and the
+feed returns it as a change of key :data:`PURGED`. An index that meets one (it was loaded or
+built before the purge) is thrown away with the owner's saved files and rebuilt from the rows
+left: no search or save of this process keeps a purged memory's terms or vector. :meth:`save`
+checks again against the store itself before writing (an index holding a key the store no
+longer has is dropped, not saved) and after (a purge that committed meanwhile removes what was
+written), so no process writes a purged memory back to disk, whichever process purged.
 """
 
 from __future__ import annotations
@@ -54,6 +63,9 @@ SCOPE_MARGIN = 1.5
 SCOPE_EXPANSION = 3
 #: Indexes below this many rows are not saved on :meth:`IndexCache.save` (cheap to rebuild).
 PERSIST_MIN_ROWS = 2000
+#: The key of a change that says "rows of this owner were purged after your watermark" (row
+#: keys are positive): the index is rebuilt from the rows left.
+PURGED = -1
 
 
 class RowRef(NamedTuple):
@@ -88,6 +100,14 @@ class ChangeFeed(Protocol):
 
     def text_changes(self, owner: str, watermark: int) -> tuple[list[TextChange], int]:
         """As :meth:`vector_changes`, for the BM25 index (same sequence, other columns)."""
+        ...
+
+    def purged_after(self, owner: str, watermark: int) -> bool:
+        """Whether some of ``owner``'s rows were purged (hard deleted) after ``watermark``."""
+        ...
+
+    def keys(self, owner: str) -> set[int]:
+        """The keys of every row of ``owner`` in the store (any status)."""
         ...
 
     def row_refs(self, owner: str, keys: Sequence[int]) -> dict[int, RowRef]:
@@ -139,8 +159,8 @@ class IndexCache:
         if index is None:
             index = self.vectors[owner] = self._load_vector(owner) or OwnerIndex(self.dimension)
         if catch_up:
-            index.apply(*self.feed.vector_changes(owner, index.watermark))
-        return index
+            self.apply_vector(owner, *self.feed.vector_changes(owner, index.watermark))
+        return self.vectors[owner]
 
     def text(self, owner: str, *, catch_up: bool = True) -> TextIndex:
         """``owner``'s BM25 index (loaded or built on first use), caught up with the feed
@@ -149,8 +169,36 @@ class IndexCache:
         if index is None:
             index = self.texts[owner] = self._load_text(owner) or TextIndex()
         if catch_up:
-            index.apply(*self.feed.text_changes(owner, index.watermark))
-        return index
+            self.apply_text(owner, *self.feed.text_changes(owner, index.watermark))
+        return self.texts[owner]
+
+    def apply_vector(self, owner: str, changes: list[VectorChange], watermark: int) -> None:
+        """Apply the feed's ``changes`` up to ``watermark`` to ``owner``'s vector index; a
+        :data:`PURGED` change among them (the index predates a purge) rebuilds it from the
+        rows (and removes the owner's saved files)."""
+        index = self.vector(owner, catch_up=False)
+        if index.watermark > 0 and any(change[0] == PURGED for change in changes):
+            self._forget(owner)
+            index = self.vectors[owner] = OwnerIndex(self.dimension)
+            changes, watermark = self.feed.vector_changes(owner, 0)
+        index.apply([c for c in changes if c[0] != PURGED], watermark)
+
+    def apply_text(self, owner: str, changes: list[TextChange], watermark: int) -> None:
+        """As :meth:`apply_vector`, for ``owner``'s BM25 index."""
+        index = self.text(owner, catch_up=False)
+        if index.watermark > 0 and any(change[0] == PURGED for change in changes):
+            self._forget(owner)
+            index = self.texts[owner] = TextIndex()
+            changes, watermark = self.feed.text_changes(owner, 0)
+        index.apply([c for c in changes if c[0] != PURGED], watermark)
+
+    def _forget(self, owner: str) -> None:
+        """``owner``'s indexes predate a purge: both are dropped (each is rebuilt from the rows
+        on next use) with their saved files; the open transaction's pending rows are kept."""
+        self.vectors.pop(owner, None)
+        self.texts.pop(owner, None)
+        if self.folder is not None:
+            index_files.remove(self.folder, owner)
 
     def note_pending(self, owner: str, key: int, agent: str | None, vector: Vector) -> None:
         """Row ``key`` of ``(owner, agent)`` was inserted or re-embedded in the open transaction
@@ -185,16 +233,52 @@ class IndexCache:
 
     def save(self, min_rows: int = PERSIST_MIN_ROWS) -> None:
         """Save every index of at least ``min_rows`` rows that changed since it was loaded or
-        saved. Never raises for an unwritable folder (the next process rebuilds)."""
-        if self.folder is None:
+        saved. Never raises for an unwritable folder (the next process rebuilds).
+
+        An index is saved only when the store still holds every row it holds and no purge of
+        its owner came after its watermark; else it is dropped (in memory and its files). After
+        writing, a purge that committed meanwhile removes the files again (the purging process
+        removes them after its commit, so one of the two always does)."""
+        folder = self.folder
+        if folder is None:
             return
         store_id = self.feed.store_id()
-        for owner, index in self.vectors.items():
-            if len(index) >= min_rows and index.saved_at != index.watermark:
-                index_files.save_vector(self.folder, owner, store_id, index)
-        for owner, text in self.texts.items():
-            if len(text) >= min_rows and text.saved_at != text.watermark:
-                index_files.save_text(self.folder, owner, store_id, text)
+        due = {
+            owner
+            for indexes in (self.vectors, self.texts)
+            for owner, index in indexes.items()
+            if len(index) >= min_rows and index.saved_at != index.watermark
+        }
+        for owner in sorted(due):
+            vector, text = self.vectors.get(owner), self.texts.get(owner)
+            if not self._still_stored(owner, vector, text):
+                self._forget(owner)
+                continue
+            saved = min(i.watermark for i in (vector, text) if i is not None)
+            if (
+                vector is not None
+                and len(vector) >= min_rows
+                and vector.saved_at != vector.watermark
+            ):
+                index_files.save_vector(folder, owner, store_id, vector)
+            if text is not None and len(text) >= min_rows and text.saved_at != text.watermark:
+                index_files.save_text(folder, owner, store_id, text)
+            if self.feed.purged_after(owner, saved):  # a purge committed while writing
+                self._forget(owner)
+
+    def _still_stored(self, owner: str, vector: OwnerIndex | None, text: TextIndex | None) -> bool:
+        """Whether ``owner``'s indexes hold only rows the store still has (and no purge of the
+        owner came after their watermarks)."""
+        indexes = [i for i in (vector, text) if i is not None]
+        if any(self.feed.purged_after(owner, i.watermark) for i in indexes):
+            return False
+        stored = self.feed.keys(owner)
+        held: set[int] = set()
+        if vector is not None:
+            held.update(int(k) for k in vector.keys().tolist())
+        if text is not None:
+            held.update(text.key_set())
+        return held <= stored
 
     # ------------------------------------------------------------------ searches
     def nearest(

@@ -94,6 +94,10 @@ class TextIndex:
     def __len__(self) -> int:
         return len(self._slot_of)
 
+    def key_set(self) -> set[int]:
+        """The keys of every memory in the index (active rows)."""
+        return set(self._slot_of)
+
     # ------------------------------------------------------------------ writes
     def apply(
         self, rows: Iterable[tuple[int, bool, str, str | None, str, str | None]], watermark: int

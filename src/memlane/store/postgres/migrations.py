@@ -211,6 +211,15 @@ MIGRATIONS: list[tuple[str, str]] = [
         );
         """,
     ),
+    (
+        # A purge deletes rows, and a deleted row never shows in the search caches' change feed
+        # (which reads memories): each purge leaves its owner's mark here, numbered from the
+        # change sequence under the owner's writer lock, so every process's BM25 caches see it
+        # at their next catch-up and rebuild from the rows left (issue #33). One row per owner:
+        # the SHA-256 of its name (a purged owner's name is not kept), its last purge.
+        "0008_purge_marks",
+        "CREATE TABLE purge_marks (owner_key text PRIMARY KEY, seq bigint NOT NULL);",
+    ),
 ]
 
 

@@ -8,17 +8,40 @@ committed one while they hold the write lock; on PostgreSQL every change of an o
 under that owner's advisory lock (:mod:`memlane.store.postgres.database`). Reads go through
 :meth:`~memlane.store.sql.database.Database.committed`: rows of a write transaction open in this
 process (which a rollback could take back) are never returned, except by :meth:`SQLFeed.memories`.
+
+Hard deletes (:func:`~memlane.store.sql.purge.purge`) leave no row to read: each one leaves its
+owner's *purge mark* in ``purge_marks`` (the owner's :func:`owner_key`, and a change number of
+the same sequence), and the feed returns a mark above the watermark as a change of key
+:data:`~memlane.store.index_cache.PURGED` among the rows (the caches then rebuild from the rows
+left: issue #33, "purge means gone, whatever runs").
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from memlane.store.index_cache import RowRef, TextChange, VectorChange
+from memlane.store.index_cache import PURGED, RowRef, TextChange, VectorChange
 from memlane.store.sql.database import Database
 from memlane.store.sql.memories import Memories
 from memlane.types import Memory
+
+
+def owner_key(owner: str) -> str:
+    """The key of ``owner``'s row in ``purge_marks``: the SHA-256 of its name, hex (a purged
+    owner's name is not kept)."""
+    return hashlib.sha256(owner.encode("utf-8")).hexdigest()
+
+
+def mark_purge_sql(db: Database, owner: str) -> tuple[str, list[Any]]:
+    """The statement that records a purge of ``owner``'s rows (in the purge's transaction, under
+    the owner's writer lock: its change number is the owner's next, like a row's)."""
+    sql = (
+        f"INSERT INTO purge_marks (owner_key, seq) VALUES (?, {db.seq_sql}) "
+        "ON CONFLICT (owner_key) DO UPDATE SET seq = excluded.seq"
+    )
+    return sql, [owner_key(owner), *db.seq_args()]
 
 
 class SQLFeed:
@@ -51,17 +74,22 @@ class SQLFeed:
         self, owner: str, watermark: int, columns: str, upto: int | None = None
     ) -> tuple[str, list[Any]]:
         """The statement of :meth:`_changes` (``upto``: the feed's bound, if any), for a batch
-        (:class:`~memlane.store.sql.step.SQLSearchStep` sends it with other reads)."""
+        (:class:`~memlane.store.sql.step.SQLSearchStep` sends it with other reads). The owner's
+        purge mark, when above ``watermark``, comes as a row of key
+        :data:`~memlane.store.index_cache.PURGED` (not active, no columns)."""
         seq = self.db.dialect.seq_column
+        bound = "" if upto is None else f" AND {seq} <= ?"
+        mark_bound = "" if upto is None else " AND seq <= ?"
+        nulls = ", ".join("NULL" for _ in columns.split(","))
         sql = (
-            f"SELECT num, status = 'active', {columns}, {seq} FROM memories "
-            f"WHERE owner = ? AND {seq} > ?"
+            f"SELECT num, status = 'active', {columns}, {seq} AS feed_seq FROM memories "
+            f"WHERE owner = ? AND {seq} > ?{bound} "
+            f"UNION ALL SELECT {PURGED}, 1 = 0, {nulls}, seq FROM purge_marks "
+            f"WHERE owner_key = ? AND seq > ?{mark_bound} ORDER BY feed_seq"
         )
-        args: list[Any] = [owner, watermark]
-        if upto is not None:
-            sql += f" AND {seq} <= ?"
-            args.append(upto)
-        return sql + f" ORDER BY {seq}", args
+        extra = [] if upto is None else [upto]
+        args: list[Any] = [owner, watermark, *extra, owner_key(owner), watermark, *extra]
+        return sql, args
 
     @staticmethod
     def changed(
@@ -84,7 +112,9 @@ class SQLFeed:
     def vector_rows(self, rows: list[Any], mark: int) -> tuple[list[VectorChange], int]:
         """:meth:`changed` rows of the vector columns as the vector index takes them."""
         vec = self.db.dialect.vec_out
-        return [(int(n), bool(a), vec(v).tobytes()) for n, a, v in rows], mark
+        return [
+            (int(n), bool(a), b"" if n == PURGED else vec(v).tobytes()) for n, a, v in rows
+        ], mark
 
     def text_changes(self, owner: str, watermark: int) -> tuple[list[TextChange], int]:
         return self.text_rows(*self._changes(owner, watermark, self.TEXT_COLUMNS))
@@ -111,6 +141,20 @@ class SQLFeed:
         with self.db.read() as q:  # the open transaction's rows included
             found = self._memories.by_keys(q, owner, "num", keys)
         return {num: mem for num, (_, mem) in found.items()}
+
+    def purged_after(self, owner: str, watermark: int) -> bool:
+        """Whether ``owner``'s rows were purged after change ``watermark`` (committed)."""
+        with self.db.committed() as q:
+            row = q.one(
+                "SELECT 1 FROM purge_marks WHERE owner_key = ? AND seq > ?",
+                (owner_key(owner), watermark),
+            )
+        return row is not None
+
+    def keys(self, owner: str) -> set[int]:
+        """The keys of every row of ``owner`` (any status, committed)."""
+        with self.db.committed() as q:
+            return {int(r[0]) for r in q.all("SELECT num FROM memories WHERE owner = ?", (owner,))}
 
     def has_agent_scopes(self, owner: str) -> bool:
         with self.db.committed() as q:

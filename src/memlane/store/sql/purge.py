@@ -5,7 +5,10 @@ that name it; for a whole owner, every row of the owner. What the backend's file
 is its own step (:meth:`~memlane.store.sql.database.Database.purge_statements` in the
 transaction, :meth:`~memlane.store.sql.database.Database.after_purge` after it: SQLite zeroes the
 freed pages, rebuilds the FTS5 index and truncates the WAL; PostgreSQL leaves old row versions
-to ``VACUUM``, as ``memlane purge`` says). :func:`restore` inserts an exported memory as it was.
+to ``VACUUM``, as ``memlane purge`` says). Other processes' search caches: the purge leaves the
+owner's purge mark in the change feed (:mod:`.feed`), so each drops and rebuilds its indexes and
+none saves the purged rows back (issue #33). :func:`restore` inserts an exported memory as it
+was.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from memlane.store.base import NewMemory, Vector
 from memlane.store.index_cache import IndexCache
 from memlane.store.sql.database import Database
 from memlane.store.sql.dialect import Q
+from memlane.store.sql.feed import mark_purge_sql
 from memlane.store.sql.memories import Memories
 from memlane.types import Memory, MemoryVersion, Status
 
@@ -49,6 +53,9 @@ def purge(db: Database, cache: IndexCache, owner: str, memory_ids: Sequence[str]
     db.prepare_purge()
     with db.transaction(), db.write() as q:
         db.lock_owner(q, owner)
+        # numbered before the rows go (SQLite numbers on from the highest row: the mark must
+        # come after the purged rows' own numbers, which other caches may have read)
+        mark = mark_purge_sql(db, owner)
         if memory_ids is None:
             ids = [str(r[0]) for r in q.all("SELECT id FROM memories WHERE owner = ?", (owner,))]
         else:
@@ -86,6 +93,8 @@ def purge(db: Database, cache: IndexCache, owner: str, memory_ids: Sequence[str]
         _either(q, "DELETE FROM associations WHERE {cond}", "source_id", "target_id", ids)
         for cond, args in d.in_lists("id", ids):
             q.run(f"DELETE FROM memories WHERE {cond}", args)
+        if ids:  # every process's search caches see it in the feed (store/index_cache.py)
+            q.run(*mark)
         for statement in db.purge_statements():
             q.run(statement)
     with db.cache_lock():

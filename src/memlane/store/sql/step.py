@@ -82,10 +82,20 @@ class SQLSearchStep:
                 )
         with db.read() as q:
             rows = q.batch(statements)
+        # An index replaced meanwhile (a purge mark: rebuilt from the rows) catches up on its own.
         with db.cache_lock():
             if vectors is not None:
-                vectors.apply(*feed.vector_rows(*_newer(feed, rows.pop(), vectors.watermark)))
-            text.apply(*feed.text_rows(*_newer(feed, rows.pop(), text.watermark)))
+                changes = rows.pop()
+                if cache.vectors.get(owner) is vectors:
+                    mark = vectors.watermark
+                    cache.apply_vector(owner, *feed.vector_rows(*_newer(feed, changes, mark)))
+                else:
+                    cache.vector(owner)
+            changes = rows.pop()
+            if cache.texts.get(owner) is text:
+                cache.apply_text(owner, *feed.text_rows(*_newer(feed, changes, text.watermark)))
+            else:
+                cache.text(owner)
         if turn is not None:
             self.context = turns.context_of(owner, turn.session, rows)
 

@@ -30,6 +30,14 @@ from memlane.store.sqlite.connect import begin_immediate, lock_for_write
 from memlane.store.sqlite.errors import translate
 from memlane.types import Memory
 
+#: The highest change number committed: of the rows, and of the purge marks (a purge deletes
+#: rows, maybe the newest: numbering on from the rows alone would hand out again a number other
+#: processes' caches have read past, and they would never see that change).
+MAX_SEQ_SQL = (
+    "SELECT max(coalesce((SELECT max(vec_seq) FROM memories), 0), "
+    "coalesce((SELECT max(seq) FROM purge_marks), 0))"
+)
+
 
 class SQLiteDialect(Dialect):
     """SQLite's SQL (the defaults of :class:`~memlane.store.sql.dialect.Dialect`)."""
@@ -157,7 +165,7 @@ class SQLiteDatabase:
         (most transactions never need it): while the transaction holds the write lock no other
         process commits, and this one changes ``vec_seq`` only through :meth:`next_seq`."""
         if self._tx_base_seq is None:
-            row = self.conn.execute("SELECT max(vec_seq) FROM memories").fetchone()
+            row = self.conn.execute(MAX_SEQ_SQL).fetchone()
             self._tx_base_seq = self._tx_next_seq = int(row[0] or 0)
         return self._tx_base_seq
 

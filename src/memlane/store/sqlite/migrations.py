@@ -211,4 +211,15 @@ MIGRATIONS: list[tuple[str, str]] = [
         );
         """,
     ),
+    (
+        "0010_purge_marks",
+        """
+        -- A purge deletes rows, and a deleted row never shows in the search caches' change
+        -- feed (which reads memories): each purge leaves its owner's mark here, numbered like
+        -- a change (vec_seq), so every process's caches see it at their next catch-up, rebuild
+        -- from the rows left and never save the purged rows back (issue #33). One row per
+        -- owner: the SHA-256 of its name (a purged owner's name is not kept), its last purge.
+        CREATE TABLE purge_marks (owner_key TEXT PRIMARY KEY, seq INTEGER NOT NULL);
+        """,
+    ),
 ]
