@@ -27,9 +27,10 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
-# The real coding assistants tests/test_clients.py drives (versions pinned in
+# The real coding assistants tests/test_clients*.py drive (versions pinned in
 # tests/client_support.py), installed by npm under the ignored .clients/, once.
-CLIENT_PACKAGES := @anthropic-ai/claude-code@2.1.197 @google/gemini-cli@0.61.0
+CLIENT_PACKAGES := @anthropic-ai/claude-code@2.1.197 @google/gemini-cli@0.61.0 @openai/codex@0.171.0 \
+	opencode-ai@1.18.33 @github/copilot@1.0.102 @qwen-code/qwen-code@0.24.4
 clients: .clients/.installed
 .clients/.installed: Makefile
 	mkdir -p .clients

@@ -26,7 +26,21 @@ CLIENTS_DIR = REPO / ".clients"
 #: Pinned versions (INTEGRATIONS.md: what memlane's hooks were checked against).
 CLAUDE_CODE = "2.1.197"
 GEMINI_CLI = "0.61.0"
-PACKAGES = {"@anthropic-ai/claude-code": CLAUDE_CODE, "@google/gemini-cli": GEMINI_CLI}
+CODEX_CLI = "0.171.0"
+OPENCODE = "1.18.33"
+COPILOT_CLI = "1.0.102"
+QWEN_CODE = "0.24.4"
+#: Every client, installed together (npm prunes a package it is not asked for). The same list
+#: as the Makefile's CLIENT_PACKAGES.
+PACKAGES = {
+    "@anthropic-ai/claude-code": CLAUDE_CODE,
+    "@google/gemini-cli": GEMINI_CLI,
+    "@openai/codex": CODEX_CLI,
+    "opencode-ai": OPENCODE,
+    "@github/copilot": COPILOT_CLI,
+    "@qwen-code/qwen-code": QWEN_CODE,
+}
+BIN_DIR = CLIENTS_DIR / "node_modules" / ".bin"
 #: First line of memlane's block (``memlane.history.INJECTION_BLOCK_PREFIX``).
 BLOCK = "[Context from memory]"
 
@@ -41,9 +55,11 @@ def installed_version(package: str) -> str | None:
 
 def ensure_clients() -> tuple[Path, Path]:
     """``(claude, gemini)`` executables of the pinned versions, installed with npm into
-    ``.clients/`` when missing. Raises ``RuntimeError`` when npm fails (its output in it)."""
+    ``.clients/`` (every client of :data:`PACKAGES`, the others' executables in
+    :data:`BIN_DIR`) when missing. Raises ``RuntimeError`` when npm fails (its output in
+    it)."""
     wanted = [f"{p}@{v}" for p, v in PACKAGES.items()]
-    if any(installed_version(p) != v for p, v in PACKAGES.items()):  # both at once: npm
+    if any(installed_version(p) != v for p, v in PACKAGES.items()):  # all at once: npm
         # would prune a package it was not asked for
         npm = shutil.which("npm")
         if npm is None:
@@ -240,7 +256,7 @@ def request_text(body: dict[str, Any]) -> str:
             for v in value:
                 walk(v)
 
-    walk(body.get("messages", body.get("contents", [])))
+    walk(body.get("messages", body.get("contents", body.get("input", []))))
     return "\n".join(out)
 
 
@@ -276,3 +292,104 @@ def table(title: str, found: list[Row], names: dict[str, str]) -> str:
         held = ", ".join(f"{names.get(m, m[:8])} x{k}" for m, k in sorted(r.memories.items()))
         lines.append(f"{r.n:>7}  {held or '-':<44} {r.blocks}{'  (summary)' if r.summary else ''}")
     return "\n".join(lines)
+
+
+# ------------------------------------------------------------------------------ one client
+@dataclass
+class ClientLab:
+    """One more assistant on a user's machine in a folder: HOME, the memlane home, the
+    client's executables on PATH, one fake model server (``fake``)."""
+
+    root: Path
+    fake: fake_models.FakeModel
+    env: dict[str, str] = field(default_factory=dict)
+
+    home = Lab.home
+    user_home = Lab.user_home
+    memlane = Lab.memlane
+
+    def install(self, client: str, *extra: str) -> str:
+        """``memlane hooks install --client CLIENT --scope user --home HOME`` as the user runs
+        it (the clients on PATH); returns what it printed on stderr."""
+        done = subprocess.run(
+            [sys.executable, "-m", "memlane", "hooks", "install", "--client", client,
+             "--scope", "user", "--home", str(self.home), "--command",
+             f"{sys.executable} -m memlane", *extra],
+            env=self.env, capture_output=True, text=True, timeout=300,
+        )  # fmt: skip
+        if done.returncode != 0:
+            raise RuntimeError(f"hooks install --client {client}: {done.stderr}")
+        return done.stderr
+
+    def close(self) -> None:
+        from memlane.hooks.daemon import stop
+
+        stop(self.home, timeout_s=30)
+        self.fake.close()
+
+
+def make_client_lab(root: Path, kind: str, **more_env: str) -> ClientLab:
+    """A fresh user (HOME, memlane home with the hash embedder) with every pinned client on
+    PATH and a fake model server of ``kind`` (``responses`` or ``chat``) running."""
+    ensure_clients()
+    lab = ClientLab(root, fake_models.start(kind))
+    lab.user_home.mkdir(parents=True)
+    lab.home.mkdir()
+    keep = ("PATH", "LANG", "LC_ALL", "TMPDIR", "SYSTEMROOT", "TERM")
+    env = {k: v for k, v in os.environ.items() if k in keep}
+    env["PATH"] = os.pathsep.join(
+        [str(Path(sys.executable).parent), str(BIN_DIR), env.get("PATH", "")]
+    )
+    env.update(
+        HOME=str(lab.user_home),
+        MEMLANE_HOME=str(lab.home),
+        MEMLANE_EMBEDDING__PROVIDER="hash",
+        PYTHONPATH=str(REPO / "src"),
+        NO_UPDATE_NOTIFIER="1",
+        **more_env,
+    )
+    lab.env = env
+    return lab
+
+
+def added_memory(lab: ClientLab | Lab, text: str, *args: str) -> dict[str, str]:
+    """``memlane add TEXT --json ARGS``: ``{id: content}``."""
+    memory = json.loads(lab.memlane("add", text, "--json", *args))["memory"]
+    return {memory["id"]: memory["content"]}
+
+
+# ------------------------------------------------------------------------------ Codex CLI
+def codex_config(lab: ClientLab, **more: Any) -> None:
+    """``~/.codex/config.toml`` of the lab's user: the fake Responses server as the model
+    provider (``wire_api = "responses"``: Codex's chat wire is gone), ``more`` as top-level
+    keys (``model_auto_compact_token_limit`` ...). Written before ``hooks install``, which
+    adds Codex's trust records to the same file."""
+    lines = ['model = "fake-model"', 'model_provider = "fake"']
+    lines += [f"{k} = {json.dumps(v)}" for k, v in more.items()]
+    lines += ["", "[model_providers.fake]", 'name = "fake"',
+              f'base_url = "{lab.fake.url}/v1"', 'wire_api = "responses"',
+              'env_key = "FAKE_OPENAI_KEY"']  # fmt: skip
+    path = lab.user_home / ".codex" / "config.toml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    old = path.read_text() if path.exists() else ""
+    path.write_text("\n".join(lines) + "\n\n" + old)
+
+
+def codex_exec(lab: ClientLab, cwd: Path, prompt: str, *, resume: bool) -> str:
+    """``codex exec [resume --last] PROMPT`` (a new session, or the last one continued): its
+    stdout. Raises ``RuntimeError`` on a failure."""
+    args = ["codex", "exec", "--skip-git-repo-check"]
+    if resume:
+        args += ["resume", "--last"]
+    done = subprocess.run([*args, prompt], cwd=cwd, env={**lab.env, "FAKE_OPENAI_KEY": "x"},
+                          stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                          timeout=180)  # fmt: skip
+    if done.returncode != 0:
+        raise RuntimeError(f"codex {prompt!r}: {done.returncode}\n{done.stderr[-3000:]}")
+    return done.stdout + done.stderr
+
+
+def input_text(body: dict[str, Any]) -> str:
+    """Every string of a Responses API request's ``input`` (or a chat request's
+    ``messages``), joined."""
+    return request_text({"messages": body.get("input", body.get("messages", []))})

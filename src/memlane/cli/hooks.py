@@ -51,7 +51,11 @@ def hook_cmd(
     ],
     client: Annotated[
         str | None,
-        typer.Option("--client", help="claude-code or gemini (default: from the event name)."),
+        typer.Option(
+            "--client",
+            help="claude-code, gemini, codex, qwen, copilot or opencode (default: from the "
+            "event name).",
+        ),
     ] = None,
     home: Annotated[
         Path | None, typer.Option("--home", help="memlane home (default $MEMLANE_HOME).")
@@ -77,7 +81,10 @@ hooks_app = typer.Typer(
 app.add_typer(hooks_app, name="hooks")
 
 ClientOption = Annotated[
-    str, typer.Option("--client", help="claude-code or gemini.", show_default=True)
+    str,
+    typer.Option(
+        "--client", help="claude-code, gemini, codex, qwen, copilot or opencode.", show_default=True
+    ),
 ]
 ScopeOption = Annotated[
     str,
@@ -129,12 +136,31 @@ def _change(
         backup = apply(change)
         saved = f" (backup: {backup})" if backup else ""
         err.print(f"{verb}ed memlane's {client} hooks in {path}{saved}")
+    if install and client == "codex" and not dry_run:
+        _trust_codex(path, (project or Path.cwd()).resolve())
     if install and start == "memlane" and shutil.which("memlane") is None:
         err.print(
             "note: the hooks run `memlane` from PATH (a project's settings are shared), and "
             "it is not on PATH here: install memlane so that it is (pipx install memlane), "
             "or use --scope user, which records this installation's absolute path"
         )
+
+
+def _trust_codex(path: Path, cwd: Path) -> None:
+    """Codex runs only hooks someone trusted: record the trust of memlane's entries as
+    Codex's /hooks does (:mod:`memlane.hooks.codex`), or say what to run."""
+    from memlane.hooks.codex import MANUAL, TrustError, trust
+
+    try:
+        keys = trust(path, cwd)
+    except TrustError as exc:
+        err.print(f"Codex skips hooks nobody trusted, and memlane could not trust them: {exc}")
+        err.print(f"to trust them: {MANUAL}", markup=False, highlight=False)
+        return
+    if keys:
+        err.print(f"trusted memlane's {len(keys)} Codex hooks (recorded by Codex in config.toml)")
+    else:
+        err.print("memlane's Codex hooks were already trusted")
 
 
 @hooks_app.command("install")

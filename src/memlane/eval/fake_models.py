@@ -56,6 +56,10 @@ class FakeModel:
         if self.kind == "anthropic":
             return [r for r in self.requests if r.path.startswith("/v1/messages?") or
                     r.path == "/v1/messages"]  # fmt: skip
+        if self.kind == "responses":  # OpenAI's Responses API (Codex CLI)
+            return [r for r in self.requests if r.path.split("?")[0].endswith("/responses")]
+        if self.kind == "chat":  # OpenAI chat completions (OpenCode, Copilot CLI, Qwen Code)
+            return [r for r in self.requests if "/chat/completions" in r.path]
         return [r for r in self.requests if ":streamGenerateContent" in r.path]
 
 
@@ -184,7 +188,10 @@ def _gemini(fake: FakeModel, h: BaseHTTPRequestHandler, body: dict[str, Any]) ->
 
 
 def start(kind: str) -> FakeModel:
-    """A fake ``anthropic`` or ``gemini`` server on a free loopback port, serving in a thread."""
+    """A fake ``anthropic``, ``gemini``, ``responses`` (OpenAI Responses API) or ``chat``
+    (OpenAI chat completions: :mod:`memlane.eval.fake_openai`) server on a free loopback
+    port, serving in a thread."""
+    from memlane.eval import fake_openai
 
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
@@ -198,6 +205,9 @@ def start(kind: str) -> FakeModel:
             self.end_headers()
 
         def do_GET(self) -> None:
+            if kind in {"chat", "responses"} and self.path.split("?")[0].endswith("/models"):
+                fake_openai.models(self)
+                return
             _json(self, {"error": {"message": "not found"}}, 404)
 
         def do_POST(self) -> None:
@@ -208,7 +218,12 @@ def start(kind: str) -> FakeModel:
             except ValueError:
                 body = {}
             fake.requests.append(Recorded(self.path, body))
-            (_anthropic if kind == "anthropic" else _gemini)(fake, self, body)
+            if kind == "responses":
+                fake_openai.responses(fake, self, body)
+            elif kind == "chat":
+                fake_openai.chat(fake, self, body)
+            else:
+                (_anthropic if kind == "anthropic" else _gemini)(fake, self, body)
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     server.daemon_threads = True

@@ -34,7 +34,16 @@ from typing import Any
 
 from memlane.errors import InvalidArgument
 
-CLIENTS = ("claude-code", "gemini")
+CLIENTS = ("claude-code", "gemini", "codex", "qwen", "copilot", "opencode")
+#: Where each client keeps its settings: (user folder under ~, project folder, file name).
+FOLDERS = {
+    "claude-code": (".claude", ".claude", "settings.json"),
+    "gemini": (".gemini", ".gemini", "settings.json"),
+    "codex": (".codex", ".codex", "hooks.json"),
+    "qwen": (".qwen", ".qwen", "settings.json"),
+    "copilot": (".copilot/hooks", ".github/hooks", "memlane.json"),
+    "opencode": (".config/opencode/plugins", ".opencode/plugins", "memlane.js"),
+}
 SCOPES = ("user", "project", "local")
 #: The client's hook timeout as installed, in seconds; the hook's own deadline
 #: (``[hooks] timeout_s``, 8 s) stays below it.
@@ -59,6 +68,28 @@ EVENTS: dict[str, list[tuple[str, str | None, str]]] = {
         ("SessionStart", "clear", "SessionStart --client gemini"),
         ("BeforeModel", None, "BeforeModel --client gemini"),
     ],
+    # Codex CLI 0.171 (its hooks.json is Claude Code's shape, timeouts in seconds):
+    # UserPromptSubmit's context lands as a developer message kept in the history; a
+    # compaction replaces the history (PostCompact: after a real one); /clear starts anew.
+    "codex": [
+        ("UserPromptSubmit", None, "UserPromptSubmit --client codex"),
+        ("SessionStart", "startup|clear", "SessionStart --client codex"),
+        ("PostCompact", None, "PostCompact --client codex"),
+    ],
+    # Qwen Code 0.24 (Claude Code's shape in .qwen/settings.json): UserPromptSubmit fires
+    # again on the continuations after a tool's result, inside one turn (one turn model).
+    "qwen": [
+        ("UserPromptSubmit", None, "UserPromptSubmit --client qwen"),
+        ("SessionStart", "startup|clear|compact", "SessionStart --client qwen"),
+        ("PreCompact", None, "PreCompact --client qwen"),
+    ],
+    # GitHub Copilot CLI 1.0 (version-1 files: a flat list per camelCase event, "bash").
+    "copilot": [
+        ("userPromptSubmitted", None, "userPromptSubmitted --client copilot"),
+        ("sessionStart", None, "sessionStart --client copilot"),
+        ("preCompact", None, "preCompact --client copilot"),
+    ],
+    "opencode": [],  # a plugin file (memlane.hooks.opencode), not hook entries
 }
 
 
@@ -81,14 +112,14 @@ def settings_path(client: str, scope: str, project: Path) -> Path:
         raise InvalidArgument(f"unknown client {client!r}; valid: {', '.join(CLIENTS)}")
     if scope not in SCOPES:
         raise InvalidArgument(f"unknown scope {scope!r}; valid: {', '.join(SCOPES)}")
-    folder = ".claude" if client == "claude-code" else ".gemini"
+    user, shared, name = FOLDERS[client]
     if scope == "user":
-        return Path.home() / folder / "settings.json"
+        return Path.home() / user / name
     if scope == "local":
-        if client == "gemini":
-            raise InvalidArgument("Gemini CLI has no local settings file: use --scope project")
-        return project / folder / "settings.local.json"
-    return project / folder / "settings.json"
+        if client != "claude-code":
+            raise InvalidArgument(f"{client} has no local settings file: use --scope project")
+        return project / shared / "settings.local.json"
+    return project / shared / name
 
 
 def command_for(scope: str, home: str | None = None, command: str | None = None) -> str:
@@ -117,6 +148,10 @@ def entries(client: str, command: str, home: str | None = None) -> dict[str, lis
     tail = f" --home {shlex.quote(home)}" if home else ""
     for event, matcher, args in EVENTS[client]:
         hook: dict[str, Any] = {"type": "command", "command": f"{command} hook {args}{tail}"}
+        if client == "copilot":  # no groups: the hooks themselves, the command under "bash"
+            line = hook.pop("command")
+            out[event] = [{"type": "command", "bash": line, "timeoutSec": HOOK_TIMEOUT_S}]
+            continue
         if client == "gemini":
             hook = {"name": f"memlane-{event}", **hook, "timeout": HOOK_TIMEOUT_S * 1000}
         else:
@@ -129,8 +164,9 @@ def entries(client: str, command: str, home: str | None = None) -> dict[str, lis
 
 
 def is_memlane(hook: Any) -> bool:
-    """True for a hook configuration that runs ``memlane ... hook ...``."""
-    command = hook.get("command") if isinstance(hook, dict) else None
+    """True for a hook configuration that runs ``memlane ... hook ...`` (the command under
+    ``command``, or ``bash`` for Copilot CLI)."""
+    command = hook.get("command") or hook.get("bash") if isinstance(hook, dict) else None
     return isinstance(command, str) and "memlane" in command and _MARK in f"{command} "
 
 
@@ -175,7 +211,8 @@ def _without_memlane(hooks: dict[str, Any]) -> dict[str, Any]:
         for group in groups:
             inner = group.get("hooks") if isinstance(group, dict) else None
             if not isinstance(inner, list):
-                kept.append(group)
+                if not is_memlane(group):  # Copilot CLI's flat list: the hook itself
+                    kept.append(group)
                 continue
             rest = [h for h in inner if not is_memlane(h)]
             if rest:
@@ -229,6 +266,8 @@ def plan(
         for event, groups in entries(client, command or default_command(), home).items():
             hooks[event] = [*hooks.get(event, []), *groups]
     new_data = dict(data)
+    if client == "copilot":
+        new_data = {"version": 1, **new_data}  # Copilot CLI reads version-1 files only
     if hooks:
         new_data["hooks"] = hooks
     else:

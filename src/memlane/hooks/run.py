@@ -46,6 +46,8 @@ import sys
 import threading
 import time
 
+from memlane.hooks.clients import CLAUDE_CODE_MAX_CHARS as CLAUDE_CODE_MAX_CHARS
+from memlane.hooks.clients import CLIENTS, adapt
 from memlane.hooks.config import DEFAULT_HOME, HookConfig, load_config
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (~10 ms per hook call)
@@ -57,7 +59,7 @@ PROMPT_EVENTS = frozenset({"UserPromptSubmit", "BeforeAgent"})
 #: Events that reset the session's tracking for compaction. Not Gemini CLI's ``PreCompress``:
 #: 0.61 fires it on every turn, before it decides whether to compress (its
 #: ``ChatCompressionService.compress``): a reset there would reset every turn.
-COMPACT_EVENTS = frozenset({"PreCompact"})
+COMPACT_EVENTS = frozenset({"PreCompact", "PostCompact"})
 #: Gemini CLI's event before each request to its model, with the request's messages: the
 #: one place that sees whether a compression (automatic, or ``/compress``) or ``/clear``
 #: really took memlane's blocks out of the history (docs/integrations.md).
@@ -68,18 +70,14 @@ RESET_SOURCES = frozenset({"clear", "compact"})
 #: Every event the hook knows (others are logged and ignored).
 EVENTS = frozenset(
     {*PROMPT_EVENTS, *COMPACT_EVENTS, "SessionStart", "SessionEnd", "Stop",
-     "AfterAgent", "PreCompress", SYNC_EVENT}
+     "AfterAgent", "PreCompress", SYNC_EVENT, "PostCompact"}
 )  # fmt: skip
 #: Events only Gemini CLI sends (the client when ``--client`` is not given).
 GEMINI_EVENTS = frozenset({"BeforeAgent", "PreCompress", "AfterAgent", SYNC_EVENT})
-CLIENTS = ("claude-code", "gemini")
-#: The longest ``additionalContext`` Claude Code passes whole (observed with 2.1.197: exactly
-#: 10,000 characters arrive; at 10,001 a short "Output too large" preview replaces them).
-CLAUDE_CODE_MAX_CHARS = 10_000
 #: Size at which hooks.log is moved to hooks.log.1 (one old file kept).
 LOG_MAX_BYTES = 1_000_000
 
-USAGE = "usage: memlane hook EVENT [--client claude-code|gemini] [--home DIR] < payload.json"
+USAGE = f"usage: memlane hook EVENT [--client {'|'.join(CLIENTS)}] [--home DIR] < payload.json"
 
 
 def utc_stamp(now: float) -> str:
@@ -136,11 +134,13 @@ def _parse_args(argv: list[str]) -> tuple[str, str | None, str | None]:
     return event, client, home
 
 
-def output(event: str, block: str) -> str:
-    """The exact JSON line the clients accept for injected context (INTEGRATIONS.md: unknown
-    keys or a bare object fail Claude Code's validation)."""
-    payload = {"hookSpecificOutput": {"hookEventName": event, "additionalContext": block}}
-    return json.dumps(payload, ensure_ascii=False)
+def output(event: str, block: str, client: str = "claude-code") -> str:
+    """The exact JSON line ``client`` accepts for injected context
+    (:func:`memlane.hooks.clients.output`; INTEGRATIONS.md: unknown keys or a bare object
+    fail Claude Code's validation)."""
+    from memlane.hooks.clients import output as client_output
+
+    return client_output(client, event, block)
 
 
 class _Run:
@@ -192,11 +192,12 @@ class _Run:
         return LocalBackend(cfg.home, cfg.log_path)
 
     def max_chars(self) -> int:
-        """``[hooks] max_chars``, at most :data:`CLAUDE_CODE_MAX_CHARS` for Claude Code (a longer
-        ``additionalContext`` is replaced by a short preview: INTEGRATIONS.md)."""
-        if self.client == "claude-code":
-            return min(self.cfg.max_chars, CLAUDE_CODE_MAX_CHARS)
-        return self.cfg.max_chars
+        """``[hooks] max_chars``, at most what the client passes whole (Claude Code
+        :data:`CLAUDE_CODE_MAX_CHARS`: a longer ``additionalContext`` is replaced by a short
+        preview, INTEGRATIONS.md; Codex: :func:`memlane.hooks.clients.max_chars`)."""
+        from memlane.hooks.clients import max_chars
+
+        return max_chars(self.client, self.cfg.max_chars)
 
     def act(self, payload: dict[str, Any]) -> None:
         """Do what ``self.event`` asks (module docstring). Raises on any failure."""
@@ -223,6 +224,9 @@ class _Run:
                 return  # nothing typed: nothing to search for, no turn counted
             from memlane.hooks.transcript import recent_messages, remembered_ids
 
+            if self.client == "codex":  # Codex's rollout file has its own shape
+                from memlane.hooks.codex_transcript import recent_messages, remembered_ids
+
             transcript = _str(payload.get("transcript_path"))
             recent = recent_messages(transcript, self.cfg.recent_messages, prompt=prompt)
             # memories this session wrote through memlane's MCP remember: the model holds them
@@ -248,7 +252,7 @@ class _Run:
             finally:
                 backend.close()
             if result.block:
-                self.emit(output(event, result.block), result.ids)
+                self.emit(output(event, result.block, self.client), result.ids)
             return
         reason = None
         source = payload.get("source")
@@ -274,7 +278,7 @@ class _Run:
                     project=project,
                 )
                 if result.block:
-                    self.emit(output(event, result.block), result.ids)
+                    self.emit(output(event, result.block, self.client), result.ids)
         finally:
             backend.close()
 
@@ -406,7 +410,8 @@ def main(
 
     def work() -> None:  # reading stdin too: the deadline covers a client slow to send it
         try:
-            payload.update(read_payload(stdin))
+            run.event, adapted = adapt(run.client, run.event, read_payload(stdin))
+            payload.update(adapted)
             run.act(payload)
         except BaseException as exc:  # reported by the main thread
             failure.append(exc)

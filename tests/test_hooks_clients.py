@@ -1,0 +1,100 @@
+"""The event adapters and install shapes of Codex CLI, Qwen Code, Copilot CLI and OpenCode, without
+the clients (the real ones: ``tests/test_clients_<client>.py``): what ``memlane hooks install
+--client ...`` writes, and what a hook call of each client's payload shape prints."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from conftest import Backend
+from hook_support import hook_env, run_hook
+from memlane.cli import app
+
+CMD = "/opt/bin/memlane"
+
+
+def install(home: Path, client: str, *extra: str) -> Any:
+    return CliRunner().invoke(
+        app,
+        ["hooks", "install", "--client", client, "--scope", "user", "--command", CMD, *extra],
+        env={"HOME": str(home), "PATH": "/nonexistent"},
+    )
+
+
+def test_codex_install_writes_hooks_json_and_says_how_to_trust_without_codex(
+    tmp_path: Path,
+) -> None:
+    """No ``codex`` on PATH: the hooks are written and the installer says Codex skips them
+    until trusted, and the one thing to do."""
+    done = install(tmp_path, "codex")
+    assert done.exit_code == 0, done.output
+    hooks = json.loads((tmp_path / ".codex" / "hooks.json").read_text())["hooks"]
+    assert set(hooks) == {"UserPromptSubmit", "SessionStart", "PostCompact"}
+    (group,) = hooks["UserPromptSubmit"]
+    assert group["hooks"] == [
+        {"type": "command", "command": f"{CMD} hook UserPromptSubmit --client codex",
+         "timeout": 10}
+    ]  # fmt: skip
+    assert "Codex skips hooks nobody trusted" in done.output and "/hooks" in done.output
+
+
+def test_copilot_install_is_a_version_1_file_of_flat_hooks_and_idempotent(tmp_path: Path) -> None:
+    path = tmp_path / ".copilot" / "hooks" / "memlane.json"
+    assert install(tmp_path, "copilot").exit_code == 0
+    data = json.loads(path.read_text())
+    assert data["version"] == 1
+    assert data["hooks"]["userPromptSubmitted"] == [
+        {"type": "command", "bash": f"{CMD} hook userPromptSubmitted --client copilot",
+         "timeoutSec": 10}
+    ]  # fmt: skip
+    before = path.read_text()
+    again = install(tmp_path, "copilot")
+    assert "nothing to change" in again.output and path.read_text() == before
+    removed = CliRunner().invoke(
+        app, ["hooks", "uninstall", "--client", "copilot", "--scope", "user"],
+        env={"HOME": str(tmp_path)},
+    )  # fmt: skip
+    assert removed.exit_code == 0 and "hooks" not in json.loads(path.read_text())
+
+
+def test_qwen_install_uses_its_settings_file(tmp_path: Path) -> None:
+    assert install(tmp_path, "qwen").exit_code == 0
+    hooks = json.loads((tmp_path / ".qwen" / "settings.json").read_text())["hooks"]
+    assert set(hooks) == {"UserPromptSubmit", "SessionStart", "PreCompact"}
+
+
+def test_copilot_payload_camel_case_and_its_top_level_additional_context(
+    sqlite_backend: Backend, tmp_path: Path
+) -> None:
+    """Copilot CLI sends ``sessionId`` and reads a top-level ``additionalContext`` (a
+    ``hookSpecificOutput`` is ignored there). Before: "the payload has no session_id"."""
+    env = hook_env(sqlite_backend)
+    engine = sqlite_backend.engine()
+    engine.add("The staging database is PostgreSQL 16", owner="alice")
+    payload = {"sessionId": "s-1", "timestamp": 1, "cwd": str(tmp_path),
+               "prompt": "Which database does staging use?"}  # fmt: skip
+    done = run_hook(env, "userPromptSubmitted", payload, "--client", "copilot")
+    assert done.returncode == 0
+    printed = json.loads(done.stdout)
+    assert set(printed) == {"additionalContext"}
+    assert "PostgreSQL 16" in printed["additionalContext"]
+    again = run_hook(env, "userPromptSubmitted", {**payload, "prompt": "and the port?"},
+                     "--client", "copilot")  # fmt: skip
+    assert again.stdout == ""  # the same session: not injected twice
+
+
+@pytest.mark.parametrize("client", ["codex", "qwen"])
+def test_claude_shaped_clients_print_hook_specific_output(
+    sqlite_backend: Backend, tmp_path: Path, client: str
+) -> None:
+    env = hook_env(sqlite_backend)
+    sqlite_backend.engine().add("The staging database is PostgreSQL 16", owner="alice")
+    payload = {"session_id": f"s-{client}", "cwd": str(tmp_path), "hook_event_name":
+               "UserPromptSubmit", "prompt": "Which database does staging use?"}  # fmt: skip
+    done = run_hook(env, "UserPromptSubmit", payload, "--client", client)
+    assert "PostgreSQL 16" in str(done.context())
