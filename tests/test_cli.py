@@ -510,7 +510,7 @@ def test_inject_prints_the_block_or_says_why_not(cli: Cli) -> None:
     trivial = cli("inject", "ok", "--session", "s", "--owner", "alice")
     assert trivial.stdout == ""
     assert "nothing injected: the prompt is trivial" in flat(trivial.stderr)
-    assert "turn 2 · 0 injected · skipped: trivial 1 · " in flat(trivial.stderr)
+    assert "turn 2 · 0 injected · not searched: the message needs no memory" in flat(trivial.stderr)
     empty = cli("inject", "What is the capital of Peru?", "--session", "s", "--owner", "nobody")
     assert empty.stdout == "" and "nothing injected" in flat(empty.stderr)
 

@@ -192,6 +192,17 @@ def _print_summary(summary: dict[str, Any], bad: Sequence[PairRow], score_duplic
                     f"{metrics['same_words_label0']} marked duplicate"
                 )
             )
+    kept = sum(summary["decisions"].get(d, 0) for d in ("gray_keep", "guard_keep"))
+    if not llm and kept:  # 0 duplicates, recall 0.000: not broken, say why
+        err.print(
+            Text(
+                f"recall is low by design without an LLM: {kept} similar pairs were kept apart "
+                "(gray_keep, guard_keep), since only near-identical wordings (cosine >= replace, "
+                "words agreeing) merge without one; with [llm] configured, --llm asks the model "
+                "about them (docs/dedup.md, 'With an LLM')",
+                style="dim",
+            )
+        )
 
 
 @command(dedup_app, "calibrate")

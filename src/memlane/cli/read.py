@@ -20,12 +20,12 @@ from memlane.cli.app import (
 )
 from memlane.cli.render import (
     command,
-    counts_text,
     engine_for,
     memory_cell,
     project_for,
     table,
 )
+from memlane.explain import SKIP_WORDS
 from memlane.types import Injection, MemoryType
 
 TYPE_NAMES = ", ".join(t.value for t in MemoryType)
@@ -116,8 +116,30 @@ def why_nothing(injection: Injection) -> str:
         if injection.skipped.get(key):
             return why
     if injection.skipped:
-        return f"every candidate was left out ({counts_text(injection.skipped)})"
+        return "every candidate was left out (the next line says why)"
     return "no memory is relevant to this message"
+
+
+#: Reasons of ``Injection.skipped`` that count the message, not candidates: nothing searched.
+_NOT_SEARCHED = ("trivial", "disabled")
+
+
+def left_out(injection: Injection) -> str:
+    """How many candidates the turn left out and why, in words (:data:`SKIP_WORDS`), most
+    first: ``"left out 3 of 16 candidates: 2 too close to a memory shown or chosen already, 1
+    the same as another item of this block"``; ``"not searched: ..."`` for a trivial message
+    or injection turned off; ``"nothing left out"``."""
+    skipped = dict(injection.skipped)
+    for key in _NOT_SEARCHED:
+        if skipped.get(key):
+            return f"not searched: {SKIP_WORDS.get(key, key)} ({key})"
+    total = sum(skipped.values())
+    if not total:
+        return "nothing left out"
+    shown = total + len(injection.items)
+    reasons = sorted(skipped.items(), key=lambda kv: (-kv[1], kv[0]))
+    why = ", ".join(f"{n} {SKIP_WORDS.get(key, key.replace('_', ' '))}" for key, n in reasons)
+    return f"left out {total} of {shown} candidates: {why}"
 
 
 @command(app, "inject")
@@ -156,11 +178,10 @@ def inject(
         out.print(Text(injection.block))
     else:
         err.print(Text(f"nothing injected: {why_nothing(injection)}", style="dim"))
-    skipped = counts_text(injection.skipped) or "none"
     err.print(
         Text(
-            f"turn {injection.turn} · {len(injection.items)} injected · skipped: {skipped} · "
-            f"{injection.elapsed_ms:.1f} ms",
+            f"turn {injection.turn} · {len(injection.items)} injected · "
+            f"{left_out(injection)} · {injection.elapsed_ms:.1f} ms",
             style="dim",
         )
     )

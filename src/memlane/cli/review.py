@@ -3,6 +3,7 @@ review the rejections that embeddings made alone."""
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Sequence
 from typing import Annotated, Any
 
@@ -19,6 +20,7 @@ from memlane.cli.app import (
     progress_bar,
 )
 from memlane.cli.render import command, decision_text, engine_for, short, table
+from memlane.engine import MemoryEngine
 
 review_app = typer.Typer(
     help="Review the dedup log: list unreviewed decisions, confirm or reverse one, or --llm.",
@@ -76,10 +78,15 @@ def review(
             if not as_json:
                 err.print(f"{len(outcomes)} rows reviewed by the LLM", highlight=False)
             return
+        given = owner is not None
         rows = engine.review_pending(owner=owner, limit=limit)
         owner = engine.owner_of(owner)
+        others = {} if rows or given or as_json else _pending_elsewhere(engine, owner, limit)
     if as_json:
         print_json([r.to_dict() for r in rows])
+        return
+    if not rows:
+        out.print(_nothing_for(owner, given, others), highlight=False, markup=False)
         return
     t = table(f"{len(rows)} unreviewed dedup decisions of {owner!r}")
     for col in ("id", "decision", "sim", "offered text", "kept memory"):
@@ -97,6 +104,39 @@ def review(
         err.print(
             "confirm or reverse one:  memlane review confirm ID  |  memlane review reverse ID"
         )
+
+
+#: Owners :func:`_pending_elsewhere` looks at, at most (those with the most memories first).
+OWNERS_LOOKED_AT = 20
+
+
+def _pending_elsewhere(engine: MemoryEngine, owner: str, limit: int) -> dict[str, int]:
+    """Unreviewed decisions per other owner (of the :data:`OWNERS_LOOKED_AT` owners with the
+    most memories), for a ``memlane review`` without ``--owner`` that found none of its own."""
+    sizes: dict[str, int] = {}
+    for who, _type, _status, n in engine.counts():
+        if who != owner:
+            sizes[who] = sizes.get(who, 0) + n
+    biggest = sorted(sizes, key=lambda who: (-sizes[who], who))[:OWNERS_LOOKED_AT]
+    found = {who: len(engine.review_pending(owner=who, limit=limit)) for who in biggest}
+    return {who: n for who, n in found.items() if n}
+
+
+def _nothing_for(owner: str, given: bool, others: dict[str, int]) -> str:
+    """What ``memlane review`` says when ``owner`` has nothing to review: which owners have
+    decisions and how to pick one (``--owner``) when the owner was not chosen."""
+    line = f"no unreviewed dedup decisions of {owner!r}"
+    if given:
+        return line
+    line += " (the owner without --owner: [scope] owner in memlane.toml, else default)"
+    if not others:
+        return line + "; no other owner has any either"
+    listed = ", ".join(f"{who} ({n})" for who, n in sorted(others.items(), key=lambda kv: -kv[1]))
+    first = max(others, key=lambda who: others[who])
+    return (
+        f"{line}; unreviewed decisions of other owners: {listed}. Pick one with --owner: "
+        f"memlane review --owner {shlex.quote(first)}"
+    )
 
 
 @command(review_app, "confirm")
