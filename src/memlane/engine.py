@@ -33,6 +33,7 @@ from memlane.injection import Injector, Sessions, format_block
 from memlane.injection.sessions import SyncResult
 from memlane.injection.turn import TurnModel
 from memlane.llm import LLM, make_llm
+from memlane.privacy import clean_name
 from memlane.retrieval import Recipe, Retriever
 from memlane.scope import resolve_owner
 from memlane.store import MemoryStore, open_store
@@ -291,7 +292,7 @@ class MemoryEngine(Writes, Views, Upkeep):
         owner = self.owner_of(owner, agent)
         _check_project(project)
         return self.injector.inject(
-            session, text, owner=owner, agent=agent, recent=recent, max_chars=max_chars,
+            named(session), text, owner=owner, agent=agent, recent=recent, max_chars=max_chars,
             known=known, project=project,
         )  # fmt: skip
 
@@ -347,7 +348,7 @@ class MemoryEngine(Writes, Views, Upkeep):
         owner = self.owner_of(owner, agent)
         _check_project(project)
         return self.injector.inject_pinned(
-            session, owner=owner, agent=agent, max_chars=max_chars, project=project
+            named(session), owner=owner, agent=agent, max_chars=max_chars, project=project
         )
 
     def reset_session(
@@ -358,7 +359,7 @@ class MemoryEngine(Writes, Views, Upkeep):
         Raises:
             InvalidArgument: ``reason`` is not ``compact``, ``clear`` or ``resume``.
         """
-        return self.sessions.reset(session, reason, owner=self.owner_of(owner))
+        return self.sessions.reset(named(session), reason, owner=self.owner_of(owner))
 
     def sync_session(
         self, session: str, text: str, *, owner: str | None = None, agent: str | None = None
@@ -371,7 +372,8 @@ class MemoryEngine(Writes, Views, Upkeep):
         Raises:
             InvalidArgument: empty session, or ``text`` not a string.
         """
-        done = self.sessions.sync(session, text, owner=self.owner_of(owner, agent), agent=agent)
+        owner = self.owner_of(owner, agent)
+        done = self.sessions.sync(named(session), text, owner=owner, agent=agent)
         return dataclasses.replace(done, block=format_block((), done.missing))
 
     def session(
@@ -379,7 +381,15 @@ class MemoryEngine(Writes, Views, Upkeep):
     ) -> SessionState:
         """The persisted injection tracking of ``session``; ``injected`` holds the memories
         within the window (``context_window_depth`` turns) of its current turn."""
-        return self.sessions.state(session, owner=self.owner_of(owner, agent), agent=agent)
+        owner = self.owner_of(owner, agent)
+        return self.sessions.state(named(session), owner=owner, agent=agent)
+
+
+def named(session: str) -> str:
+    """The session id as stored: :func:`memlane.privacy.clean_name` (a secret in it redacted,
+    ``<private>`` spans removed; issue #33), the same for every call naming it. A non-string is
+    passed on for the component's own check to refuse."""
+    return clean_name(session) if isinstance(session, str) else session
 
 
 def _check_project(project: object) -> None:

@@ -250,20 +250,38 @@ def clean(text: str, decision: SecretsDecision, *, what: str = "content") -> tup
 
 
 def clean_metadata(metadata: dict[str, Any], decision: SecretsDecision) -> dict[str, Any]:
-    """``metadata`` (JSON values) with :func:`clean` applied to every string in it.
+    """``metadata`` (JSON values) with :func:`clean` applied to every string in it, keys
+    included (two keys that clean to the same text: the later one's value is kept).
     Raises :class:`InvalidMemory` as :func:`clean`."""
+
+    def key(name: str, where: str) -> str:
+        what = f"metadata key at {where}" if where else "metadata key"
+        return clean(name, decision, what=what)[0] if isinstance(name, str) else name
 
     def walk(value: Any, where: str) -> Any:
         if isinstance(value, str):
             return clean(value, decision, what=f"metadata value at {where}")[0]
         if isinstance(value, dict):
-            return {k: walk(v, f"{where}.{k}" if where else k) for k, v in value.items()}
+            out: dict[Any, Any] = {}
+            for k, v in value.items():
+                name = key(k, where)
+                out[name] = walk(v, f"{where}.{name}" if where else name)
+            return out
         if isinstance(value, list):
             return [walk(v, f"{where}[{n}]") for n, v in enumerate(value)]
         return value
 
     result: dict[str, Any] = walk(metadata, "")
     return result
+
+
+def clean_name(value: str) -> str:
+    """A name that is stored (a session id, an agent, a project identity, a memory's source):
+    without its ``<private>`` spans, each secret replaced by ``[redacted:<kind>]`` whatever
+    ``[privacy] secrets`` says (a name is not a memory to refuse). Deterministic: the same
+    name always gives the same result, so reads and writes of one name agree. The common case
+    (no ``<`` and nothing a rule could match) returns ``value`` itself."""
+    return for_llm(value)
 
 
 def for_llm(text: str) -> str:

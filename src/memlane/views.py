@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from memlane.engine_parts import EngineParts
+from memlane.privacy import clean_name
 from memlane.types import Memory
 
 
@@ -105,7 +106,7 @@ class Views(EngineParts):
     ) -> list[dict[str, Any]]:
         """``session``'s latest injection events, newest first, at most ``limit`` (each:
         ``turn``, ``memory_ids``, ``skipped``, ``elapsed_ms``, ``created_at``)."""
-        return self.store.injection_events(self.owner_of(owner), session, limit)
+        return self.store.injection_events(self.owner_of(owner), clean_name(session), limit)
 
     def get_many(self, ids: Sequence[str], *, owner: str | None = None) -> dict[str, Memory]:
         """``{id: memory}`` of ``owner``'s memories among ``ids`` (any status); other ids are

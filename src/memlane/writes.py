@@ -16,6 +16,7 @@ from memlane.dedup.write import MemoryInput, check_scope
 from memlane.engine_parts import EngineParts
 from memlane.errors import ConfigError
 from memlane.llm import Learner
+from memlane.privacy import clean_name
 from memlane.scope import resolve_owner
 from memlane.store.base import NewMemory
 from memlane.types import Memory, MemoryType, MemoryVersion, WriteResult
@@ -96,6 +97,7 @@ class Writes(EngineParts):
 
         owner = self.owner_of(owner, agent)
         check_scope("session", session)
+        session = None if session is None else clean_name(session)  # as stored (issue #33)
         if not isinstance(self.llm, Learner):
             raise ConfigError(
                 "llm.provider",

@@ -163,6 +163,19 @@ class WritePath:
             raise InvalidMemory(f"source must be a string, got {type(item.source).__name__}")
         if item.source is not None:
             check_text("source", item.source)
+        # Secret rules and <private> spans apply to every stored text, names too (issue #33):
+        # a source URL with credentials keeps its host; a name is redacted, never refused.
+        source = (
+            None
+            if item.source is None
+            else privacy.clean(item.source, self.secrets, what="source")[0]
+        )
+        agent, session, project = (
+            None if v is None else privacy.clean_name(v)
+            for v in (item.agent, item.session, item.project)
+        )
+        for name, value in (("agent", agent), ("session", session), ("project", project)):
+            check_scope(name, value)
         if not isinstance(item.metadata, Mapping):
             raise InvalidMemory(
                 f"metadata must be a JSON object, got {type(item.metadata).__name__}"
@@ -177,12 +190,12 @@ class WritePath:
             type=mtype,
             importance=float(importance),
             owner=str(item.owner),  # checked above
-            agent=item.agent,
-            session=item.session,
-            source=item.source,
+            agent=agent,
+            session=session,
+            source=source,
             created_at=utcnow(),
             metadata=metadata,
-            project=item.project,
+            project=project,
         )
 
     # ------------------------------------------------------------------ add

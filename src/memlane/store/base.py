@@ -470,8 +470,8 @@ class MemoryStore(SearchReads, Protocol):
         event: Mapping[str, Any],
     ) -> None:
         """Record what ``turn`` injected (``memory_ids``, each at its latest turn) and an
-        injection-event row (``event`` keys: ``skipped`` (reason -> count), ``elapsed_ms``,
-        ``query``), and count an access of each of ``memory_ids`` (:meth:`record_access`), as
+        injection-event row (``event`` keys: ``skipped`` (reason -> count), ``elapsed_ms``;
+        any other key is ignored: no text of the turn is ever stored, docs/security.md), and count an access of each of ``memory_ids`` (:meth:`record_access`), as
         one step (on PostgreSQL its writes travel with the transaction's commit). Write: joins
         the open transaction, or runs in its own."""
         ...

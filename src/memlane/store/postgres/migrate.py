@@ -144,7 +144,6 @@ TABLES: tuple[Table, ...] = (
             "memory_ids",
             "skipped",
             "elapsed_ms",
-            "query",
             "created_at",
         ),
         "(id)",

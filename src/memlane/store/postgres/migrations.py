@@ -194,6 +194,19 @@ MIGRATIONS: list[tuple[str, str]] = [
         """,
     ),
     (
+        # Issue #33: every injection event kept the turn's query (the user's prompt with lines
+        # of the transcript: secrets and <private> spans included) and nothing read it back.
+        # Dropping a column leaves its values in the table's file: CLUSTER rewrites the table
+        # (and its TOAST table) into new files, the old ones are deleted at the commit. The
+        # server's WAL segments keep their copies until PostgreSQL recycles them
+        # (docs/security.md).
+        "0006_no_prompt_text",
+        """
+        ALTER TABLE injection_events DROP COLUMN query;
+        CLUSTER injection_events USING injection_events_pkey;
+        """,
+    ),
+    (
         # the one turn model (memlane.injection.turn): per turn of a session its key (a
         # digest, never the prompt's text: issue #33), position, injection turn number and the
         # memories of its block in block order as JSON [[id, source, folded id or null], ...]

@@ -8,6 +8,7 @@ from typing import Any
 
 from memlane._ids import utcnow
 from memlane.errors import NotFound
+from memlane.privacy import for_llm
 from memlane.store.base import NewDedupLog
 from memlane.store.sql.database import Database
 from memlane.store.sql.dialect import Q
@@ -101,18 +102,22 @@ class Links:
 
     # ------------------------------------------------------------------ dedup log
     def log_dedup(self, entry: NewDedupLog) -> None:
+        # The texts pass the secret rules and lose <private> spans here, whoever wrote the
+        # entry (issue #33): a model's reasoning may quote what it was shown.
+        text = [None if t is None else for_llm(t) for t in (entry.new_text, entry.existing_text)]
+        reasoning = None if entry.reasoning is None else for_llm(entry.reasoning)
         with self.db.write() as q:
             q.run(
                 "INSERT INTO dedup_log (owner, new_text, existing_id, existing_text, similarity, "
                 "decision, reasoning, review_status, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     entry.owner,
-                    entry.new_text,
+                    text[0],
                     entry.existing_id,
-                    entry.existing_text,
+                    text[1],
                     entry.similarity,
                     Decision(entry.decision).value,
-                    entry.reasoning,
+                    reasoning,
                     ReviewStatus(entry.review_status).value,
                     self.db.dialect.time_in(utcnow()),
                 ),

@@ -122,6 +122,8 @@ class Turns:
         memories' accesses (buffered), in the open write transaction or its own. ``record``:
         the contract's arguments after the owner, as the record :class:`TurnRecord`."""
         session, turn, memory_ids, event = TurnRecord(*record, **named)
+        # Only ids, counts and a timing are kept: no text the user typed (issue #33; the
+        # event's other keys, such as a query, are never written).
         with self.db.transaction():
             with self.db.write() as q:
                 d = self.db.dialect
@@ -142,7 +144,7 @@ class Turns:
                 statements.append(
                     (
                         "INSERT INTO injection_events (owner, session, turn, memory_ids, skipped, "
-                        "elapsed_ms, query, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                        "elapsed_ms, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
                         (
                             owner,
                             session,
@@ -150,7 +152,6 @@ class Turns:
                             json.dumps(list(memory_ids)),
                             json.dumps(dict(event.get("skipped", {}))),
                             float(event.get("elapsed_ms", 0.0)),
-                            event.get("query"),
                             d.time_in(utcnow()),
                         ),
                     )

@@ -191,6 +191,18 @@ MIGRATIONS: list[tuple[str, str]] = [
         """,
     ),
     (
+        "0008_no_prompt_text",
+        """
+        -- Issue #33: every injection event kept the turn's query (the user's prompt with lines
+        -- of the transcript: secrets and <private> spans included) and nothing read it back.
+        -- The column goes; its text is overwritten first. SQLiteStore.open runs the migrations
+        -- with secure_delete on (freed bytes zeroed) and empties the WAL after them, so no copy
+        -- of the text is left in memlane.db or memlane.db-wal.
+        UPDATE injection_events SET query = NULL WHERE query IS NOT NULL;
+        ALTER TABLE injection_events DROP COLUMN query;
+        """,
+    ),
+    (
         "0009_session_turns",
         """
         -- the one turn model (memlane.injection.turn): per turn of a session, its key (a

@@ -74,7 +74,12 @@ class SQLiteStore(SQLStore[SQLiteDatabase]):
                 )
             conn.execute("PRAGMA synchronous = NORMAL")
             conn.execute("PRAGMA foreign_keys = ON")
-            migrate.migrate(
+            # A migration that drops text (0008: the injection events' queries) must leave no
+            # copy: freed bytes are zeroed while they run, and the WAL's copies of the old
+            # pages are removed after them. Then "fast": deleted content is zeroed where that
+            # costs no extra I/O (SQLite's secure_delete = FAST).
+            conn.execute("PRAGMA secure_delete = ON")
+            applied = migrate.migrate(
                 Q(conn, db.dialect),
                 MIGRATIONS,
                 locked=db.transaction,
@@ -82,6 +87,9 @@ class SQLiteStore(SQLStore[SQLiteDatabase]):
                 statements=split_sql,
                 setup=_SETUP,
             )
+            if applied:
+                conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            conn.execute("PRAGMA secure_delete = FAST")
             store = cls(
                 db,
                 lambda db_, cache, _: CacheLeg(db, cache),
