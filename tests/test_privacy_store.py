@@ -135,7 +135,7 @@ def test_every_stored_field_passes_the_secret_rules(store_backend: Backend) -> N
     stored = engine.get(added.memory.id, owner="alice", agent=added.memory.agent)
     assert (
         stored.source
-        == "postgres://admin:[redacted:url_password]@db.internal:5432/app?sslmode=require "
+        == "postgres://admin:[redacted:url_password]@db.internal:5432/app?sslmode=require"
     )
     assert stored.agent == "agent-[redacted:github_token]"
     assert stored.session == "chat [redacted:github_token]"
@@ -172,5 +172,5 @@ def test_dedup_log_texts_pass_the_secret_rules(store_backend: Backend) -> None:
             )
         )
     (entry,) = engine.dedup_log(owner="alice")
-    assert entry.new_text == "the release train leaves on fridays "
+    assert entry.new_text == "the release train leaves on fridays"
     assert GITHUB not in (entry.reasoning or "") and "s3cr3t" not in (entry.reasoning or "")

@@ -329,7 +329,7 @@ class MemoryEngine(Writes, Views, Upkeep):
         owner = self.owner_of(owner, agent)
         _check_project(project)
         return self.turns.turn(
-            session, message, kept=kept, owner=owner, position=position, agent=agent,
+            named(session), message, kept=kept, owner=owner, position=position, agent=agent,
             project=project, recent=recent, max_chars=max_chars, known=known, key=key,
         )  # fmt: skip
 
