@@ -393,3 +393,30 @@ def input_text(body: dict[str, Any]) -> str:
     """Every string of a Responses API request's ``input`` (or a chat request's
     ``messages``), joined."""
     return request_text({"messages": body.get("input", body.get("messages", []))})
+
+
+# ------------------------------------------------------------------------------ Qwen Code
+def qwen_settings(lab: ClientLab, changes: dict[str, Any] | None = None) -> None:
+    """``~/.qwen/settings.json``: the OpenAI-compatible auth (the fake chat server through
+    ``OPENAI_BASE_URL``, set by :func:`qwen_once`), ``changes`` merged as top-level keys.
+    Written before ``hooks install``, which merges memlane's hooks into the same file."""
+    path = lab.user_home / ".qwen" / "settings.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    settings = json.loads(path.read_text()) if path.exists() else {}
+    settings.setdefault("security", {}).setdefault("auth", {})["selectedType"] = "openai"
+    settings.setdefault("model", {})["name"] = "fake-model"
+    for key, value in (changes or {}).items():
+        settings[key] = {**settings.get(key, {}), **value}
+    path.write_text(json.dumps(settings, indent=2))
+
+
+def qwen_once(lab: ClientLab, cwd: Path, prompt: str, *, resume: bool) -> str:
+    """``qwen [--continue] PROMPT`` (one-shot, tools approved: ``--yolo``): its stdout."""
+    args = ["qwen", "--yolo", *(["--continue"] if resume else []), prompt]
+    env = {**lab.env, "OPENAI_BASE_URL": f"{lab.fake.url}/v1", "OPENAI_API_KEY": "sk-test",
+           "OPENAI_MODEL": "fake-model"}  # fmt: skip
+    done = subprocess.run(args, cwd=cwd, env=env, stdin=subprocess.DEVNULL,
+                          capture_output=True, text=True, timeout=180)  # fmt: skip
+    if done.returncode != 0:
+        raise RuntimeError(f"qwen {prompt!r}: {done.returncode}\n{done.stderr[-3000:]}")
+    return done.stdout

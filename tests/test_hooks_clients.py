@@ -65,7 +65,7 @@ def test_copilot_install_is_a_version_1_file_of_flat_hooks_and_idempotent(tmp_pa
 def test_qwen_install_uses_its_settings_file(tmp_path: Path) -> None:
     assert install(tmp_path, "qwen").exit_code == 0
     hooks = json.loads((tmp_path / ".qwen" / "settings.json").read_text())["hooks"]
-    assert set(hooks) == {"UserPromptSubmit", "SessionStart", "PreCompact"}
+    assert set(hooks) == {"UserPromptSubmit", "SessionStart", "PostCompact"}
 
 
 def test_copilot_payload_camel_case_and_its_top_level_additional_context(

@@ -134,6 +134,8 @@ def chat(fake: FakeModel, h: BaseHTTPRequestHandler, body: dict[str, Any]) -> No
     number, tokens = _next_id(fake)
     said = _text_of(last.get("content")) if last.get("role") == "user" else ""
     text = SUMMARY if _summarising(_text_of(last.get("content"))) else "Noted."
+    if "<state_snapshot>" in said:  # Qwen Code's compression keeps only a state snapshot
+        text = "<state_snapshot>the user talked about the project</state_snapshot>"
     tool = next((c for key, c in fake.tool_use_on.items() if key in said), None)
     cid = f"chatcmpl-fake{number:04d}"
     usage = {"prompt_tokens": tokens, "completion_tokens": 1, "total_tokens": tokens + 1}

@@ -77,11 +77,13 @@ EVENTS: dict[str, list[tuple[str, str | None, str]]] = {
         ("PostCompact", None, "PostCompact --client codex"),
     ],
     # Qwen Code 0.24 (Claude Code's shape in .qwen/settings.json): UserPromptSubmit fires
-    # again on the continuations after a tool's result, inside one turn (one turn model).
+    # again on the continuations after a tool's result, inside one turn, with the turn's
+    # prompt_id (one turn model); PreCompact fires before a compression that may not happen
+    # (a summary Qwen rejects), PostCompact after one that did.
     "qwen": [
         ("UserPromptSubmit", None, "UserPromptSubmit --client qwen"),
-        ("SessionStart", "startup|clear|compact", "SessionStart --client qwen"),
-        ("PreCompact", None, "PreCompact --client qwen"),
+        ("SessionStart", "startup|clear", "SessionStart --client qwen"),
+        ("PostCompact", None, "PostCompact --client qwen"),
     ],
     # GitHub Copilot CLI 1.0 (version-1 files: a flat list per camelCase event, "bash").
     "copilot": [

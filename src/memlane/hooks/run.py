@@ -233,6 +233,8 @@ class _Run:
             # (Gemini CLI's transcript has its own shape: memlane.hooks.gemini)
             if self.client == "gemini":
                 from memlane.hooks.gemini import remembered_ids as remembered
+            elif self.client == "qwen":
+                from memlane.hooks.qwen import remembered_ids as remembered
             else:
                 remembered = remembered_ids
             known = remembered(transcript)
