@@ -193,10 +193,14 @@ def _prepare(
             batch=batch,
             progress=update,
         )
-    how = "reused" if prepared.reused else "built"
-    err.print(
-        f"store {how}: {prepared.home} ({prepared.build.seconds:,.1f} s to build)", highlight=False
-    )
+    if prepared.reused:
+        said = (
+            f"store reused from the cache: {prepared.home} (built by an earlier run in "
+            f"{prepared.build.seconds:,.1f} s; --rebuild builds it again)"
+        )
+    else:
+        said = f"store built in {prepared.build.seconds:,.1f} s: {prepared.home}"
+    err.print(said, highlight=False, markup=False)
     return prepared
 
 
@@ -308,6 +312,51 @@ def inject_cmd(
     )
 
 
+def serve_table(result: dict[str, Any], calls: int) -> Table:
+    """``bench serve``'s figures, one column per level (in-process, then HTTP at each number
+    of clients) and one row per figure: whole in an 80-column terminal for the default three
+    levels (ten figures side by side cut every header to "inje..." there)."""
+    table = Table(
+        title=f"bench serve: {result['memories']:,} memories ({result['embedder']}), "
+        f"{calls} calls per level, 70% inject / 20% search / 10% add, "
+        f"{result['workers']} worker(s)",
+        title_justify="left",
+    )
+    levels = [("in-process", result["in_process"])]
+    levels += [("HTTP", lv) for lv in result["levels"]]
+    table.add_column("figure", no_wrap=True)
+    for where, lv in levels:
+        n = lv["clients"]
+        table.add_column(f"{where}\n{n} client{'s' if n != 1 else ''}", justify="right")
+
+    def ms(lv: dict[str, Any], kind: str, key: str) -> str:
+        return f"{lv.get(kind, {}).get(key, 0):.1f}"
+
+    rows: list[tuple[str, Any]] = [
+        ("calls/s", lambda lv: f"{lv['ops_per_s']:,.1f}"),
+        ("errors", lambda lv: str(lv["errors"])),
+        ("inject p50 ms", lambda lv: ms(lv, "inject", "p50_ms")),
+        ("inject p95 ms", lambda lv: ms(lv, "inject", "p95_ms")),
+        ("inject p99 ms", lambda lv: ms(lv, "inject", "p99_ms")),
+        ("search p95 ms", lambda lv: ms(lv, "search", "p95_ms")),
+        ("add p95 ms", lambda lv: ms(lv, "add", "p95_ms")),
+        ("all calls p99 ms", lambda lv: ms(lv, "all", "p99_ms")),
+        (
+            "server CPU ms/call",
+            lambda lv: (
+                f"{lv['server_cpu_ms_per_call']:.1f}" if "server_cpu_ms_per_call" in lv else "-"
+            ),
+        ),
+        (
+            "server cores",
+            lambda lv: f"{lv['server_cores']:.2f}" if "server_cores" in lv else "-",
+        ),
+    ]
+    for name, cell in rows:
+        table.add_row(name, *(cell(lv) for _, lv in levels))
+    return table
+
+
 @bench_app.command("serve")
 def serve_cmd(
     memories: MemoriesOption = 10_000,
@@ -353,40 +402,7 @@ def serve_cmd(
     if json_out:
         print_json(result)
         return
-    table = Table(
-        title=f"bench serve: {result['memories']:,} memories ({result['embedder']}), "
-        f"{calls} calls per level, 70% inject / 20% search / 10% add, "
-        f"{result['workers']} worker(s)",
-        title_justify="left",
-    )
-    for col in (
-        "where",
-        "clients",
-        "calls/s",
-        "errors",
-        "inject p50/p95/p99 ms",
-        "search p95 ms",
-        "add p95 ms",
-        "all p99 ms",
-        "server CPU ms/call",
-        "server cores",
-    ):
-        table.add_column(col, justify="right")
-    rows = [("in-process", result["in_process"])] + [("HTTP", lv) for lv in result["levels"]]
-    for where, lv in rows:
-        inj = lv.get("inject", {})
-        table.add_row(
-            where,
-            str(lv["clients"]),
-            f"{lv['ops_per_s']:,.1f}",
-            str(lv["errors"]),
-            f"{inj.get('p50_ms', 0):.1f} / {inj.get('p95_ms', 0):.1f} / {inj.get('p99_ms', 0):.1f}",
-            f"{lv.get('search', {}).get('p95_ms', 0):.1f}",
-            f"{lv.get('add', {}).get('p95_ms', 0):.1f}",
-            f"{lv['all']['p99_ms']:.1f}",
-            f"{lv['server_cpu_ms_per_call']:.1f}" if "server_cpu_ms_per_call" in lv else "-",
-            f"{lv['server_cores']:.2f}" if "server_cores" in lv else "-",
-        )
+    table = serve_table(result, calls)
     out.print(table)
     err.print(
         f"inject p95, HTTP at 1 client minus in-process: {result['inject_p95_gap_ms_at_1_client']} ms; "

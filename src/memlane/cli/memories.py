@@ -479,13 +479,13 @@ def dedup_log(
     t.add_column("when", no_wrap=True)
     t.add_column("decision", no_wrap=True)
     t.add_column("sim", justify="right", no_wrap=True)
-    t.add_column("offered text / existing memory", min_width=30)
+    t.add_column("offered text / existing memory", min_width=38)
     for r in rows:
         texts = Text.assemble(
             ("new:  ", "dim"), r.new_text, ("\nwas:  ", "dim"), r.existing_text or "-"
         )
         if r.existing_id:
-            texts.append(f"\n      {r.existing_id}", style="dim")
+            texts.append(f"\n{r.existing_id}", style="dim")  # whole at 80 columns
         t.add_row(
             when(r.created_at),
             decision_text(r.decision),

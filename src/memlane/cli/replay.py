@@ -167,7 +167,11 @@ def print_summary(report: dict[str, Any]) -> None:
     table.add_column("value", justify="right")
     lat = inj["latency_ms"]
     rows = [
-        ("turns injected / without a block", f"{inj['turns']} / {inj['skipped_turns']}"),
+        (
+            "turns with a block",  # of all turns: the count beside it is not a second group
+            f"{inj['turns'] - inj['skipped_turns']} of {inj['turns']} "
+            f"({inj['skipped_turns']} without one)",
+        ),
         ("items injected", str(inj["items"])),
         (
             f"tokens ({inj['tokenizer'].split(' ')[0]}) vs naive top-k every turn",
