@@ -160,6 +160,15 @@ def serve(
             "more cores under concurrent clients and more memory (docs/server.md).",
         ),
     ] = None,
+    lock_fd: Annotated[
+        int | None,
+        typer.Option(
+            "--lock-fd",
+            hidden=True,
+            help="The home's server lock, taken by the hook that starts this daemon and "
+            "inherited as this descriptor (one daemon however many hooks start one at once).",
+        ),
+    ] = None,
 ) -> None:
     """Serve the HTTP API (/v1, OpenAPI at /docs) and the web pages until SIGTERM or ^C.
 
@@ -202,7 +211,7 @@ def serve(
     lifecycle.log_to_stderr()
     root = resolve_home(home)
     try:
-        lock = lifecycle.acquire(root, daemon=daemon)
+        lock = lifecycle.acquire(root, daemon=daemon, lock_fd=lock_fd if daemon else None)
     except lifecycle.HomeLockBusy as exc:
         if daemon:
             err.print(f"memlane serve --daemon: {exc}; not starting")
@@ -269,6 +278,7 @@ def _serve_here(
                     store_id=engine.store_id,
                     daemon=daemon,
                     idle_shutdown_s=idle_shutdown,
+                    overrides=kept,
                 )
             finally:
                 for sig, old in previous.items():

@@ -63,6 +63,16 @@ class BackendError(Exception):
     """The server answered with an error, or the engine failed (the message says which)."""
 
 
+class Unauthorized(BackendError):
+    """The server answered HTTP 401: it does not take the token sent (a token added, changed
+    or removed in ``memlane.toml`` since the hook read it)."""
+
+
+class NotOurServer(BackendError):
+    """What answers at the recorded URL did not prove that it serves this home's store
+    (:meth:`HttpBackend.prove`): nothing else is sent to it."""
+
+
 class Injected:
     """One injection as the hook needs it: the block (``None``: nothing), its memory ids and
     the session's turn (a plain class: :mod:`dataclasses` costs an import of :mod:`inspect`)."""
@@ -164,17 +174,45 @@ class HttpBackend:
     def _left(self) -> float:
         return max(0.05, self.deadline - time.monotonic())
 
-    def _call(self, method: str, path: str, body: dict[str, Any]) -> Any:
-        where = f"{method} {self.url}{path}"
-        data = json.dumps(body).encode("utf-8")
+    def prove(self, key: bytes, store_id: str) -> None:
+        """Check that the server serves the store ``store_id`` of the home whose proof key is
+        ``key`` (:func:`memlane.hooks.daemon.proof_of`) before anything else is sent: ``GET
+        /v1/proof`` with a fresh nonce, and neither the token nor any text.
+
+        Raises:
+            NotOurServer: the answer is not the proof (another process on the port, a server
+                of another home), or no answer came.
+        """
+        import hmac
+        import os
+
+        from memlane.hooks.daemon import proof_of
+
+        nonce = os.urandom(16).hex()  # :mod:`secrets` costs milliseconds of import
+        try:
+            data = self._call("GET", f"/v1/proof?nonce={nonce}", None, auth=False)
+        except BackendError as exc:
+            raise NotOurServer(f"no proof from {self.url} ({exc})") from None
+        if not isinstance(data, dict) or data.get("store_id") != store_id:
+            got = data.get("store_id") if isinstance(data, dict) else None
+            raise NotOurServer(f"{self.url} serves store {got!r}, not this home's {store_id!r}")
+        expected = proof_of(key, nonce, store_id)
+        if not hmac.compare_digest(str(data.get("proof", "")), expected):
+            raise NotOurServer(f"{self.url} answered a wrong proof for this home's store")
+
+    def _call(
+        self, method: str, path: str, body: dict[str, Any] | None, *, auth: bool = True
+    ) -> Any:
+        where = f"{method} {self.url}{path.split('?', 1)[0]}"
+        data = b"" if body is None else json.dumps(body).encode("utf-8")
         head = [
             f"{method} {self.prefix}{path} HTTP/1.1",
             f"Host: {self.host_header}",
-            "Content-Type: application/json",
             "Accept: application/json",
-            f"Content-Length: {len(data)}",
         ]
-        if self.token:
+        if body is not None:
+            head += ["Content-Type: application/json", f"Content-Length: {len(data)}"]
+        if self.token and auth:
             head.append(f"Authorization: Bearer {self.token}")
         try:
             self.sock.settimeout(self._left())
@@ -184,7 +222,8 @@ class HttpBackend:
             raise BackendError(f"{where}: {type(exc).__name__}: {exc}") from None
         if status != 200:
             detail = raw.decode("utf-8", errors="replace")[:300]
-            raise BackendError(f"{where}: HTTP {status}: {detail}")
+            kind = Unauthorized if status == 401 else BackendError
+            raise kind(f"{where}: HTTP {status}: {detail}")
         try:
             return json.loads(raw)
         except ValueError:

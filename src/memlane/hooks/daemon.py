@@ -5,6 +5,13 @@ token it requires, whether it is a daemon), readable by its user only, and remov
 stops. A hook uses a server only when it serves the hook's own store: the one recorded in the
 hook's home (or the URL the user set in ``[hooks] url``), never whatever answers on a port.
 
+The record alone is not trusted (a server killed with ``kill -9`` leaves it behind, its pid
+may be reused and its port taken by another local process): before it sends the token or a
+prompt, the hook sends a fresh nonce to ``GET /v1/proof`` and the server answers with
+:func:`proof_of` (an HMAC keyed by ``<home>/run/secret``, a random key that only the home's
+owner can read, over the nonce and the store id). An answer that does not match, or a store id
+other than the record's, and the hook sends nothing more to that port (:mod:`memlane.hooks.connect`).
+
 When no server serves the home, the hook answers its call in-process and starts a daemon in
 the background (``[hooks] autostart``): ``memlane serve --daemon`` detached from the client
 (its own session), on a random loopback port, with a random bearer token (in the record only),
@@ -36,6 +43,10 @@ if TYPE_CHECKING:
 RUN_DIR = "run"
 RECORD = "server.json"
 LOCK = "server.lock"
+#: The key of :func:`proof_of` (32 random bytes, hex), owner-only, under ``run/``.
+SECRET = "secret"
+#: What :func:`proof_of` signs before the nonce (a key used for nothing else).
+PROOF_CONTEXT = b"memlane-server-proof-v1"
 #: Log of the daemons a hook started (their stderr), under ``<home>/logs``.
 DAEMON_LOG = "daemon.log"
 
@@ -57,6 +68,64 @@ def record_path(home: Home) -> Path:
     return Path(record_file(home))
 
 
+def secret_file(home: Home) -> str:
+    """``<home>/run/secret`` as a string."""
+    return os.path.join(home, RUN_DIR, SECRET)
+
+
+def read_secret(home: Home) -> bytes | None:
+    """The home's proof key (:func:`ensure_secret`), or ``None`` when there is none or it is
+    not one (a hook then trusts no recorded server)."""
+    try:
+        with open(secret_file(home), "rb") as fh:
+            key = fh.read(200).strip()
+    except OSError:
+        return None
+    return key if len(key) >= 32 else None
+
+
+def ensure_secret(home: Home) -> bytes:
+    """The home's proof key, created when missing (64 hex digits from :mod:`secrets`, mode
+    0600 in ``run/``; a wider mode is narrowed). A server calls it before writing its record.
+
+    Raises:
+        OSError: ``run/`` cannot be written.
+    """
+    key = read_secret(home)
+    path = secret_file(home)
+    if key is not None:
+        if os.stat(path).st_mode & 0o077:
+            os.chmod(path, 0o600)
+        return key
+    import secrets
+
+    os.makedirs(run_dir(home), exist_ok=True, mode=0o700)
+    tmp = f"{path}.{os.getpid()}"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="ascii") as fh:
+        fh.write(secrets.token_hex(32))
+    try:  # two servers starting at once: the first key written stays
+        os.link(tmp, path)
+    except FileExistsError:
+        pass
+    finally:
+        os.unlink(tmp)
+    found = read_secret(home)
+    if found is None:
+        raise OSError(f"{path} holds no key")
+    return found
+
+
+def proof_of(key: bytes, nonce: str, store_id: str) -> str:
+    """HMAC-SHA256 (hex) keyed by ``key`` over :data:`PROOF_CONTEXT`, ``nonce`` and
+    ``store_id``: what a server of the home answers to ``GET /v1/proof?nonce=...``."""
+    import hashlib
+    import hmac
+
+    message = b"\0".join((PROOF_CONTEXT, nonce.encode("ascii"), store_id.encode("utf-8")))
+    return hmac.new(key, message, hashlib.sha256).hexdigest()
+
+
 def pid_alive(pid: int) -> bool:
     """True when process ``pid`` exists (a zombie counts as gone)."""
     if pid <= 0:
@@ -76,7 +145,9 @@ def pid_alive(pid: int) -> bool:
 
 def read_record(home: Home) -> tuple[dict[str, Any] | None, str]:
     """The record of the server serving ``home`` and ``""``, or ``None`` and why there is
-    none (no record, unreadable, or its process is gone)."""
+    none (no record, unreadable, or its process is gone). A record returned is a claim, not
+    a proof: a hook checks it with ``GET /v1/proof`` before trusting it
+    (:func:`memlane.hooks.connect.recorded_server`)."""
     path = record_file(home)
     try:
         with open(path, encoding="utf-8") as fh:
@@ -85,7 +156,11 @@ def read_record(home: Home) -> tuple[dict[str, Any] | None, str]:
         return None, f"no memlane server serves this home (no {path})"
     except (OSError, ValueError) as exc:
         return None, f"{path} is unreadable ({type(exc).__name__}: {exc})"
-    if not isinstance(data, dict) or not isinstance(data.get("url"), str):
+    if (
+        not isinstance(data, dict)
+        or not isinstance(data.get("url"), str)
+        or not isinstance(data.get("store_id"), str)
+    ):
         return None, f"{path} is not a server record"
     pid = data.get("pid")
     if not isinstance(pid, int) or not pid_alive(pid):
@@ -166,29 +241,58 @@ def new_token() -> str:
     return secrets.token_urlsafe(32)
 
 
+def adopt_lock(fd: int) -> int:
+    """The lock a hook took for the daemon it started (:func:`start_daemon`), inherited as
+    descriptor ``fd``: checked to be ``<home>/run/server.lock``'s lock held by this open file
+    (``flock`` on the holder's own open file succeeds), then marked with this process's pid.
+
+    Raises:
+        OSError: ``fd`` is not open, or does not hold the lock.
+    """
+    import fcntl
+
+    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, str(os.getpid()).encode(), 0)
+    return fd
+
+
 def start_daemon(home: Home, idle_shutdown_s: float, log: TextIO | None = None) -> int | None:
     """Start ``memlane serve --daemon`` for ``home`` in the background, detached (its own
     session: the client's ^C or exit does not stop it), unless a server of ``home`` holds the
-    lock already. Returns the new process's pid, or ``None`` when none was started."""
+    lock already. Returns the new process's pid, or ``None`` when none was started.
+
+    One daemon however many hooks call at once: the hook takes the home's server lock itself
+    and hands it to the daemon (an inherited descriptor, ``--lock-fd``), so the lock is held
+    from this call on, through the seconds the daemon takes to start, to its end; a
+    concurrent hook finds it held and starts none."""
     import subprocess
 
-    if lock_held(home):
+    fd = take_lock(home)
+    if fd is None:
         return None
-    logs = os.path.join(home, "logs")
-    os.makedirs(logs, exist_ok=True)
-    args = [sys.executable, "-m", "memlane", "serve", "--home", os.fspath(home), "--daemon"]
-    args += ["--idle-shutdown", f"{idle_shutdown_s:g}"]
-    with open(os.path.join(logs, DAEMON_LOG), "a", encoding="utf-8") as out:
-        out.write(f"{time.strftime('%Y-%m-%dT%H:%M:%S')} starting: {' '.join(args)}\n")
-        out.flush()
-        proc = subprocess.Popen(
-            args,
-            stdin=subprocess.DEVNULL,
-            stdout=out,
-            stderr=out,
-            start_new_session=True,
-            close_fds=True,
-        )
+    try:
+        logs = os.path.join(home, "logs")
+        os.makedirs(logs, exist_ok=True)
+        args = [sys.executable, "-m", "memlane", "serve", "--home", os.fspath(home), "--daemon"]
+        args += ["--idle-shutdown", f"{idle_shutdown_s:g}", "--lock-fd", str(fd)]
+        with open(os.path.join(logs, DAEMON_LOG), "a", encoding="utf-8") as out:
+            out.write(f"{time.strftime('%Y-%m-%dT%H:%M:%S')} starting: {' '.join(args)}\n")
+            out.flush()
+            proc = subprocess.Popen(
+                args,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=out,
+                start_new_session=True,
+                close_fds=True,
+                pass_fds=(fd,),
+            )
+        # the holder's pid for stop() until the daemon writes its own (adopt_lock)
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, str(proc.pid).encode(), 0)
+    finally:
+        os.close(fd)
     return proc.pid
 
 
@@ -206,6 +310,8 @@ def stop(home: Home, timeout_s: float = 10.0) -> tuple[int | None, str]:
             return None, why
         record = {"pid": starting}
     pid = int(record["pid"])
+    if pid == os.getpid():  # a stale record naming this process (a reused pid): never itself
+        return None, f"the record names this process (pid {pid}): it is stale"
     try:
         os.kill(pid, signal.SIGTERM)
     except OSError as exc:

@@ -159,37 +159,12 @@ class _Run:
 
     def _backend(self) -> Any:
         """The server that serves this home's store (``[hooks] url`` when set, else the one
-        recorded in the home: :mod:`memlane.hooks.daemon`), else the engine in-process (the
-        reason logged; with ``[hooks] autostart`` the daemon is started for the next calls)."""
-        from memlane.hooks.backend import HttpBackend, LocalBackend, ServerUnavailable
-        from memlane.hooks.daemon import read_record, start_daemon
+        recorded in the home, once it proved it serves this store: :mod:`memlane.hooks.connect`),
+        else the engine in-process (the reason logged; with ``[hooks] autostart`` the daemon is
+        started for the next calls)."""
+        from memlane.hooks.connect import choose
 
-        cfg = self.cfg
-        url, token = cfg.server_url(), cfg.token or cfg.server_token
-        why = ""
-        if not url:
-            record, why = read_record(cfg.home)
-            if record is not None:
-                url, token = record["url"], cfg.token or str(record.get("token") or "")
-        if url:
-            try:
-                return HttpBackend(
-                    url,
-                    token=token,
-                    connect_timeout_s=cfg.connect_timeout_s,
-                    deadline=self.deadline,
-                )
-            except ServerUnavailable as exc:
-                why = str(exc)
-        if not cfg.fallback:
-            raise RuntimeError(f"{why}; [hooks] fallback is off")
-        started = ""
-        if cfg.autostart and not cfg.server_url():
-            pid = start_daemon(cfg.home, cfg.idle_shutdown_s)
-            started = f"; started the memory daemon (pid {pid})" if pid else ""
-        self.log.write("INFO", f"{self.event}: in-process ({why}){started}")
-        os.makedirs(os.path.dirname(cfg.log_path), exist_ok=True)
-        return LocalBackend(cfg.home, cfg.log_path)
+        return choose(self.cfg, self.event, self.deadline, self.log.write)
 
     def max_chars(self) -> int:
         """``[hooks] max_chars``, at most what the client passes whole (Claude Code

@@ -322,6 +322,21 @@ def create_app(state: ServerState) -> FastAPI:
             del out["model"]
         return JSONResponse(out, status_code=200 if state.ready else 503)
 
+    @app.get("/v1/proof", include_in_schema=False)
+    def proof(nonce: str = "") -> JSONResponse:
+        """That this server serves this home's store (no token needed; a hook asks before
+        it sends its token or a prompt): the store id and the HMAC of ``nonce`` keyed by
+        ``<home>/run/secret`` (:func:`memlane.hooks.daemon.proof_of`)."""
+        from memlane.hooks.daemon import proof_of, read_secret
+
+        if not 16 <= len(nonce) <= 128 or not nonce.isascii() or not nonce.isalnum():
+            return problem(422, "nonce: 16 to 128 letters or digits")
+        key = read_secret(state.home)
+        if key is None:
+            return problem(503, "this server has no proof key (run/secret) yet")
+        store_id = state.engine.store_id
+        return JSONResponse({"store_id": store_id, "proof": proof_of(key, nonce, store_id)})
+
     guarded = [Depends(caller)]
     _add_docs(app, guarded)
     app.include_router(review_routes.router(state), prefix="/v1", dependencies=guarded)

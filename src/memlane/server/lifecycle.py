@@ -22,7 +22,8 @@ from multiprocessing.context import BaseContext
 from pathlib import Path
 from typing import Any
 
-from memlane.hooks.daemon import read_record, remove_record, stop, take_lock, write_record
+from memlane.hooks.daemon import adopt_lock, read_record, stop, take_lock
+from memlane.server.record import RecordKeeper
 
 log = logging.getLogger("memlane.server")
 
@@ -88,13 +89,20 @@ class HomeLockBusy(Exception):
     """Another server of this home holds its lock (the message names it)."""
 
 
-def acquire(home: Path, *, daemon: bool) -> int:
+def acquire(home: Path, *, daemon: bool, lock_fd: int | None = None) -> int:
     """The home's server lock. A foreground server stops a daemon that holds it (SIGTERM,
-    then waits for the lock up to 15 s); a daemon never waits.
+    then waits for the lock up to 15 s); a daemon never waits. ``lock_fd``: the lock the hook
+    that started this daemon took and handed down (:func:`memlane.hooks.daemon.start_daemon`).
 
     Raises:
-        HomeLockBusy: the lock is held by a foreground server, or (daemon) by anyone.
+        HomeLockBusy: the lock is held by a foreground server, or (daemon) by anyone, or
+            ``lock_fd`` does not hold it.
     """
+    if lock_fd is not None:
+        try:
+            return adopt_lock(lock_fd)
+        except OSError as exc:
+            raise HomeLockBusy(f"--lock-fd {lock_fd} holds no lock of {home} ({exc})") from None
     fd = take_lock(home)
     if fd is not None:
         return fd
@@ -205,9 +213,12 @@ def serve(
     store_id: str,
     daemon: bool,
     idle_shutdown_s: float,
+    overrides: dict[str, Any] | None = None,
 ) -> None:
     """Run uvicorn on ``sock`` in this process until SIGTERM/^C (or ``idle_shutdown_s``
-    without a request, when above 0), with this server's record in ``home`` meanwhile."""
+    without a request, when above 0), with this server's record in ``home`` meanwhile, kept
+    true (:class:`~memlane.server.record.RecordKeeper`; ``overrides``: the settings kept
+    across reloads)."""
     import uvicorn
 
     tracker = IdleTracker(app)
@@ -222,7 +233,8 @@ def serve(
         daemon=daemon,
         idle_shutdown_s=idle_shutdown_s,
     )
-    write_record(home, record)
+    keeper = RecordKeeper(home, record, overrides)
+    keeper.start()
     watcher = None
     if idle_shutdown_s > 0:
         watcher = watch_idle(tracker.activity, idle_shutdown_s, lambda: _exit(server))
@@ -231,7 +243,7 @@ def serve(
     finally:
         if watcher is not None:
             watcher.set()
-        remove_record(home, os.getpid())
+        keeper.stop()
 
 
 def _exit(server: Any) -> None:

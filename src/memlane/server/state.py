@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from memlane.config import CONFIG_FILENAME, InjectionSettings, Settings
+from memlane.config import CONFIG_FILENAME, InjectionSettings, ServerSettings, Settings
 from memlane.engine import MemoryEngine
 from memlane.errors import ConfigError
 from memlane.server import tomlfile
@@ -123,11 +123,12 @@ class ServerState:
             )
             return
         revoked = sorted(o for o, t in old.owner_tokens.items() if new.owner_tokens.get(o) != t)
-        if revoked or old.token != new.token:
-            log.warning(
-                "tokens revoked by the reload: %s",
-                ", ".join(([] if old.token == new.token else ["the server's token"]) + revoked),
-            )
+        if old.token and old.token != new.token:  # changed or removed (a new one is in use)
+            revoked.insert(0, "the server's token")
+        if revoked:
+            log.warning("tokens revoked by the reload: %s", ", ".join(revoked))
+        if not old.token and new.token:
+            log.warning("the reload added a server token: every call needs it from now on")
         self.server = old.model_copy(
             update={"token": new.token, "owner_tokens": dict(new.owner_tokens)}
         )
@@ -168,6 +169,13 @@ class ServerState:
 
     def uptime_s(self) -> float:
         return time.time() - self.started
+
+
+def token_after_reload(in_use: str, new: ServerSettings) -> str:
+    """The server token in use after a reload to ``new`` (:meth:`ServerState._use_tokens`):
+    ``new``'s, unless ``new`` sets no token at all (then ``in_use`` stays: a reload never
+    opens the server). What :class:`memlane.server.record.RecordKeeper` records for hooks."""
+    return new.token if (new.token or new.owner_tokens) else in_use
 
 
 def agent_names(settings: Settings) -> list[str]:

@@ -54,8 +54,8 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from memlane.hooks.daemon import remove_record, write_record
 from memlane.server import dispatch, lifecycle
+from memlane.server.record import RecordKeeper
 
 log = logging.getLogger("memlane.server")
 
@@ -297,7 +297,7 @@ def serve(
         workers.stopping.set()
 
     previous = {sig: signal.signal(sig, stop_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
-    watcher = None
+    watcher = keeper = None
     try:
         workers.start()
         if workers.stopping.is_set():  # SIGTERM or ^C while the workers were starting
@@ -311,7 +311,8 @@ def serve(
             idle_shutdown_s=idle_shutdown_s,
             workers=count,
         )
-        write_record(spec.home, record)
+        keeper = RecordKeeper(spec.home, record, spec.overrides)
+        keeper.start()
         workers.serve()
         workers.dispatcher.start()
         if announce is not None:
@@ -325,6 +326,7 @@ def serve(
             watcher.set()
         workers.stopping.set()
         workers.stop()
-        remove_record(spec.home, os.getpid())
+        if keeper is not None:
+            keeper.stop()
         for sig, old in previous.items():
             signal.signal(sig, old)
