@@ -26,6 +26,7 @@ from hook_support import OWNER, TEST_TIMEOUT_S, claude_payload, run_hook
 from memlane.hooks.daemon import (
     ensure_secret,
     pid_alive,
+    proof_of,
     read_record,
     record_path,
     stop,
@@ -305,3 +306,16 @@ def test_concurrent_first_calls_start_one_daemon(
     daemon_log = (backend.home / "logs" / "daemon.log").read_text()
     assert daemon_log.count(" starting: ") == 1, daemon_log
     assert "not starting" not in daemon_log
+
+
+def test_the_proof_is_rfc_2104_hmac_sha256() -> None:
+    import hashlib
+    import hmac
+
+    from memlane.hooks.daemon import PROOF_CONTEXT, same_proof
+
+    for key in (b"k" * 64, b"a-shorter-key-of-32-characters!!", b"x" * 200):
+        message = PROOF_CONTEXT + b"\0" + b"ab12" * 8 + b"\0" + "store-é".encode()
+        expected = hmac.new(key, message, hashlib.sha256).hexdigest()
+        assert proof_of(key, "ab12" * 8, "store-é") == expected
+        assert same_proof(expected, expected) and not same_proof(expected, "0" * 64)

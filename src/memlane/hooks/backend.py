@@ -183,10 +183,9 @@ class HttpBackend:
             NotOurServer: the answer is not the proof (another process on the port, a server
                 of another home), or no answer came.
         """
-        import hmac
         import os
 
-        from memlane.hooks.daemon import proof_of
+        from memlane.hooks.daemon import proof_of, same_proof
 
         nonce = os.urandom(16).hex()  # :mod:`secrets` costs milliseconds of import
         try:
@@ -197,7 +196,7 @@ class HttpBackend:
             got = data.get("store_id") if isinstance(data, dict) else None
             raise NotOurServer(f"{self.url} serves store {got!r}, not this home's {store_id!r}")
         expected = proof_of(key, nonce, store_id)
-        if not hmac.compare_digest(str(data.get("proof", "")), expected):
+        if not same_proof(str(data.get("proof", "")), expected):
             raise NotOurServer(f"{self.url} answered a wrong proof for this home's store")
 
     def _call(
