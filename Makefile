@@ -12,7 +12,7 @@ export TOKENIZERS_PARALLELISM := false
 $(STAMP): pyproject.toml Makefile
 	test -d $(VENV) || $(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[local,local-q8,eval,llm,dev,server,mcp,postgres]'
+	$(BIN)/pip install -q -e '.[local,local-q8,eval,llm,dev,server,mcp,postgres,frameworks]'
 	touch $(STAMP)
 
 install: $(STAMP)

@@ -1,0 +1,144 @@
+"""memlane in a LangChain 1.x agent (``create_agent``): :class:`MemlaneMiddleware`.
+
+``wrap_model_call`` runs around every model call of the agent's loop, so a turn that calls tools
+makes several. Each call asks the turn model (:meth:`memlane.MemoryEngine.turn`, ``kept=False``:
+the text is added to that one request and never stays in the agent's state) and appends
+:attr:`TurnView.text` to the request's system message: the first call of a turn decides the
+block, the later calls of the same turn get the same text, and a memory shown on an earlier turn
+comes back while it is within the window (the history does not hold it).
+
+Ids (docs/frameworks.md): the session is the run's ``thread_id`` (``config={"configurable":
+{"thread_id": ...}}``), else ``session=``; the owner is ``user_id`` (or ``owner``) of the run's
+context (``context={"user_id": ...}`` or an object with that attribute), else ``owner=``, else
+memlane's scope rule; ``project`` and ``agent`` likewise. The middleware also registers a
+``remember`` tool (``remember=False`` leaves it out) that offers a memory to the write path in
+the same scope.
+
+Supported: langchain >=1.0,<2 (the middleware API of ``create_agent``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+from memlane.integrations._base import (
+    Memlane,
+    Scope,
+    connect,
+    last_user_turn,
+    remember_reply,
+    require,
+    session_of,
+)
+
+VERSION = require("langchain", "1.0", "2", "langchain")
+
+from langchain.agents.middleware import AgentMiddleware, ModelRequest  # noqa: E402
+from langchain.tools import tool  # noqa: E402
+from langchain_core.messages import BaseMessage, SystemMessage  # noqa: E402
+
+__all__ = ["MemlaneMiddleware"]
+
+
+def _thread_id(config: Mapping[str, Any] | None) -> str | None:
+    value = ((config or {}).get("configurable") or {}).get("thread_id")
+    return None if value is None else str(value)
+
+
+def _role(message: BaseMessage) -> str:
+    return "user" if message.type == "human" else message.type
+
+
+class MemlaneMiddleware(AgentMiddleware):  # type: ignore[misc]
+    """Memories in every model call of a ``create_agent`` loop, decided once per user turn.
+
+    Args:
+        memory: a :class:`~memlane.MemoryEngine`, a ``memlane serve`` URL or a client.
+        owner, project, agent: the scope when the run's context names none.
+        session: the session when the run has no ``thread_id``.
+        remember: register the ``remember`` tool.
+        token: ``memlane serve``'s bearer token (with a URL).
+
+    Raises:
+        ValueError: (on a model call) the run has no ``thread_id`` and no ``session`` was given.
+    """
+
+    def __init__(
+        self,
+        memory: Any,
+        *,
+        owner: str | None = None,
+        project: str | None = None,
+        agent: str | None = None,
+        session: str | None = None,
+        remember: bool = True,
+        token: str | None = None,
+    ) -> None:
+        super().__init__()
+        self.memory: Memlane = connect(memory, token=token)
+        self.scope = Scope(owner, project, agent)
+        self.session = session
+        self.tools = [self._remember_tool()] if remember else []
+
+    def session_from(self, config: Mapping[str, Any] | None) -> str:
+        return session_of(
+            _thread_id(config),
+            self.session,
+            hint="pass config={'configurable': {'thread_id': ...}} to invoke, "
+            "or MemlaneMiddleware(..., session=...)",
+        )
+
+    def _request(self, request: ModelRequest, text: str | None) -> ModelRequest:
+        if text is None:
+            return request
+        system = request.system_message
+        before = system.text if system is not None else ""
+        joined = f"{before}\n\n{text}" if before else text
+        return request.override(system_message=SystemMessage(content=joined))
+
+    def _turn_args(self, request: ModelRequest) -> dict[str, Any] | None:
+        found = last_user_turn((_role(m), m.text) for m in request.messages)
+        if found is None:
+            return None
+        message, position = found
+        from langgraph.config import get_config
+
+        return {
+            "session": self.session_from(get_config()),
+            "message": message,
+            "position": position,
+            "kept": False,
+            "scope": self.scope.of(request.runtime.context if request.runtime else None),
+        }
+
+    def wrap_model_call(self, request: ModelRequest, handler: Callable[[ModelRequest], Any]) -> Any:
+        args = self._turn_args(request)
+        text = None if args is None else self.memory.turn(**args).text
+        return handler(self._request(request, text))
+
+    async def awrap_model_call(
+        self, request: ModelRequest, handler: Callable[[ModelRequest], Awaitable[Any]]
+    ) -> Any:
+        args = self._turn_args(request)
+        text = None if args is None else (await self.memory.aturn(**args)).text
+        return await handler(self._request(request, text))
+
+    def _remember_tool(self) -> Any:
+        middleware = self
+
+        @tool
+        def remember(content: str) -> str:
+            """Save a fact, preference or decision about the user for later conversations."""
+            from langgraph.config import get_config
+            from langgraph.runtime import get_runtime
+
+            done = middleware.memory.add(
+                content,
+                scope=middleware.scope.of(get_runtime().context),
+                session=_thread_id(get_config()) or middleware.session,
+                source="langchain",
+            )
+            return remember_reply(done)
+
+        return remember

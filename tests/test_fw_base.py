@@ -1,0 +1,69 @@
+"""What every framework adapter shares (memlane.integrations._base): importing memlane brings no
+framework, an adapter refuses a framework version without its seam with a message that names
+the supported range, and the client answers the same over a ``memlane serve`` URL as on an
+engine in the process."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from memlane.integrations._base import (
+    Scope,
+    UnsupportedFramework,
+    find_session,
+    last_user_turn,
+    require,
+)
+
+SRC = Path(__file__).resolve().parents[1] / "src"
+#: The frameworks' top-level modules (none may load with ``import memlane``).
+FRAMEWORK_MODULES = ("langchain", "langgraph", "pydantic_ai", "agents", "llama_index")
+
+
+def test_importing_memlane_and_its_integrations_package_loads_no_framework() -> None:
+    code = "import memlane, memlane.integrations, json, sys\nprint(json.dumps(sorted(sys.modules)))"
+    env = {**os.environ, "PYTHONPATH": str(SRC)}
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    loaded = json.loads(done.stdout.splitlines()[-1])
+    assert "memlane.integrations._base" in loaded
+    assert [m for m in loaded if m.split(".")[0] in FRAMEWORK_MODULES] == []
+
+
+def test_a_version_outside_the_range_is_refused_naming_the_range() -> None:
+    found = importlib.metadata.version("pydantic")
+    with pytest.raises(UnsupportedFramework) as caught:
+        require("pydantic", "99.0", "100", "pydantic-ai")
+    message = str(caught.value)
+    assert f"pydantic {found} is not supported" in message
+    assert ">=99.0,<100" in message and "pip install 'memlane[pydantic-ai]'" in message
+    assert require("pydantic", "2.0", "3", "x") == found
+
+
+def test_a_framework_not_installed_is_named() -> None:
+    with pytest.raises(UnsupportedFramework, match="no-such-framework is not installed"):
+        require("no-such-framework", "1.0", "2", "x")
+
+
+def test_the_turn_of_a_conversation_is_its_last_user_message_and_their_count() -> None:
+    pairs = [("system", "s"), ("user", "hi"), ("assistant", "yo"), ("tool", "t"), ("user", "more")]
+    assert last_user_turn(pairs) == ("more", 2)
+    assert last_user_turn([("system", "s")]) is None
+
+
+def test_scope_takes_the_run_context_over_the_adapter_and_never_makes_an_owner() -> None:
+    base = Scope(owner=None, project="p")
+    assert base.of({"user_id": "alice"}) == Scope("alice", "p", None)
+    assert base.of(None) == base
+    assert base.of({}) == Scope(None, "p", None)  # memlane's own scope rule decides
+    assert find_session({"thread_id": "t"}, "fallback") == "t"
+    assert find_session({}, None) is None
