@@ -420,3 +420,22 @@ def qwen_once(lab: ClientLab, cwd: Path, prompt: str, *, resume: bool) -> str:
     if done.returncode != 0:
         raise RuntimeError(f"qwen {prompt!r}: {done.returncode}\n{done.stderr[-3000:]}")
     return done.stdout
+
+
+# ------------------------------------------------------------------------------ Copilot CLI
+def copilot_once(
+    lab: ClientLab, cwd: Path, prompt: str, *, resume: bool, max_prompt_tokens: int = 100_000
+) -> str:
+    """``copilot -p PROMPT [--continue] --allow-all-tools`` with the fake chat server as its
+    own-key provider (``COPILOT_PROVIDER_BASE_URL``: no GitHub sign-in; the model's window
+    ``max_prompt_tokens``): its stdout."""
+    args = ["copilot", "-p", prompt, "--allow-all-tools", *(["--continue"] if resume else [])]
+    env = {**lab.env, "COPILOT_PROVIDER_BASE_URL": f"{lab.fake.url}/v1",
+           "COPILOT_PROVIDER_API_KEY": "sk-test", "COPILOT_MODEL": "fake-model",
+           "COPILOT_PROVIDER_MAX_PROMPT_TOKENS": str(max_prompt_tokens),
+           "COPILOT_AUTO_UPDATE": "false"}  # fmt: skip
+    done = subprocess.run(args, cwd=cwd, env=env, stdin=subprocess.DEVNULL,
+                          capture_output=True, text=True, timeout=180)  # fmt: skip
+    if done.returncode != 0:
+        raise RuntimeError(f"copilot {prompt!r}: {done.returncode}\n{done.stderr[-3000:]}")
+    return done.stdout

@@ -1,0 +1,68 @@
+"""The real GitHub Copilot CLI (``@github/copilot``, pinned in ``tests/client_support.py``) with
+memlane's hooks installed by ``memlane hooks install --client copilot`` (a version-1 file in
+``~/.copilot/hooks/``), driven by ``copilot -p PROMPT [--continue]`` with its own-key provider
+(``COPILOT_PROVIDER_BASE_URL``: no GitHub sign-in) pointed at a fake OpenAI chat-completions
+server on 127.0.0.1: the assertions are on the requests the model received.
+
+- the hook reads Copilot's camelCase payload (``sessionId``) and answers with a top-level
+  ``additionalContext``: the memory reaches the model inside the user's message (a
+  ``<system_reminder>``), kept in the history: over six prompts every request holds it once;
+- Copilot's compaction (``preCompact``) resets the session (the hook maps it onto
+  ``PreCompact``); not driven here: ``copilot -p`` did not compact with a small
+  ``COPILOT_PROVIDER_MAX_PROMPT_TOKENS`` and large reported usage (docs/integrations.md).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import client_support as cs
+
+pytestmark = pytest.mark.clients
+
+DB = "The staging database is PostgreSQL 16 with pgvector, listening on port 5433"
+ASKS = [
+    "Which database does staging use?",
+    "Which port does the staging database listen on?",
+    "Is pgvector installed on the staging database?",
+    "Remind me which database version staging runs",
+    "Who owns the staging database?",
+    "Can I connect to staging from my laptop?",
+]
+
+
+@pytest.fixture
+def lab(tmp_path: Path) -> Iterator[cs.ClientLab]:
+    try:
+        made = cs.make_client_lab(tmp_path, "chat")
+    except RuntimeError as exc:
+        pytest.fail(f"the clients could not be installed: {exc}")
+    try:
+        yield made
+    finally:
+        made.close()
+
+
+def test_copilot_reads_camel_case_and_injects_once_over_six_prompts(lab: cs.ClientLab) -> None:
+    """Before: the hook, wired by hand, logged "the payload has no session_id" (camelCase
+    ``sessionId``), and a Claude-style ``hookSpecificOutput`` never reached the model."""
+    lab.install("copilot")
+    repo = cs.make_repo(lab.root / "shop", "git@github.com:acme/shop.git")
+    memory = cs.added_memory(lab, DB)
+    (mid,) = memory
+    for n, ask in enumerate(ASKS):
+        cs.copilot_once(lab, repo, ask, resume=n > 0)
+    found = cs.rows(lab.fake, memory)
+    table = cs.table("copilot", found, {mid: "DB"})
+    # injected at the first prompt, kept in the history: one copy in every request
+    assert [r.memories.get(mid, 0) for r in found] == [1] * 6, table
+    assert [r.blocks for r in found] == [1] * 6, table
+    first = lab.fake.model_requests()[0].body["messages"]
+    user = [m for m in first if m.get("role") == "user"][-1]
+    said = cs.request_text({"messages": [user]})
+    assert ASKS[0] in said and cs.BLOCK in said  # inside the user's message
+    log = (lab.home / "logs" / "hooks.log").read_text()
+    assert "no session_id" not in log
