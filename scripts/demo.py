@@ -30,12 +30,15 @@ for _var in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"):
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 from collections import Counter  # noqa: E402
+from difflib import SequenceMatcher  # noqa: E402
 
 from rich.console import Console  # noqa: E402
 from rich.markup import escape  # noqa: E402
 from rich.table import Table  # noqa: E402
+from rich.text import Text  # noqa: E402
 
 from memlane.cli.replay import print_summary, run_replay  # noqa: E402
+from memlane.dedup.guard import GuardVerdict, compare  # noqa: E402
 from memlane.engine import MemoryEngine, MemoryInput  # noqa: E402
 from memlane.errors import MemlaneError  # noqa: E402
 from memlane.eval.replay import load_locomo  # noqa: E402
@@ -88,16 +91,14 @@ def write_table(
             plain += 1  # a distinct memory stored as new: not shown
             continue
         sim = "" if result.similarity is None else f"{result.similarity:.3f}"
-        verdict = f"[bold]{decision}[/]: {escape(DECISION_WORDS.get(decision, decision))}"
+        stored_text = compared.get(result.matched_id or "", "")
+        offered, kept = marked(item.content, stored_text)
+        verdict = Text.assemble((decision, "bold"), ": ", meaning(decision, stored_text, item))
         if not ok:
-            verdict += f" [bold red](the file expects {expected})[/]"
-        table.add_row(
-            escape(short(item.content)),
-            verdict,
-            escape(short(compared.get(result.matched_id or "", ""))),
-            sim,
-        )
+            verdict.append(f" (the file expects {expected})", style="bold red")
+        table.add_row(offered, verdict, kept, sim)
     out.print(table)
+    out.print("[bold]bold[/]: the words that differ between the two texts", highlight=False)
     kinds = Counter(r.decision.value for r in results)
     own = [d for d in kinds if not Decision(d).duplicate]
     absorbed = [d for d in kinds if Decision(d).duplicate]
@@ -111,13 +112,44 @@ def write_table(
     )
 
 
+#: What the near-identical guard saw, by verdict (memlane.dedup.guard.compare): the reason a
+#: guard_keep line was stored apart. A rewording is not "a different fact": the guard only
+#: cannot prove it the same without an LLM.
+GUARD_WORDS = {
+    GuardVerdict.NUMBERS_DIFFER: "a number changed, so a different fact",
+    GuardVerdict.NEGATION_DIFFERS: "a negation added or removed, so a different fact",
+    GuardVerdict.REORDERED: "the same words in another order (who does what changed)",
+    GuardVerdict.EXTENDS: "the new text says more",
+    GuardVerdict.NARROWS: "the new text says less",
+    GuardVerdict.DIFFERENT: "a rewording with other words: the guard cannot prove it the same "
+    "fact, so it is kept apart to be safe (an LLM would decide)",
+}
+
+
+def meaning(decision: str, stored: str, item: MemoryInput) -> str:
+    """The decision in words; of a guard_keep, what the guard saw between the two texts."""
+    if decision != Decision.GUARD_KEEP.value or not stored:
+        return DECISION_WORDS.get(decision, decision)
+    verdict = compare(stored, item.content).verdict
+    return f"stored apart: {GUARD_WORDS.get(verdict, DECISION_WORDS[decision])}"
+
+
+def marked(new: str, old: str) -> tuple[Text, Text]:
+    """Both texts whole (never cut: the words that differ are often at the end), each with the
+    words the other does not have in bold."""
+    a, b = new.split(), old.split()
+    first, second = Text(), Text()
+    for tag, i1, i2, j1, j2 in SequenceMatcher(a=a, b=b, autojunk=False).get_opcodes():
+        style = "" if tag == "equal" else "bold"
+        for text, words in ((first, a[i1:i2]), (second, b[j1:j2])):
+            if words:
+                text.append(" " if text else "")
+                text.append(" ".join(words), style=style)
+    return first, second
+
+
 def _counts(kinds: Counter[str], names: list[str]) -> str:
     return ", ".join(f"{d} {kinds[d]}" for d in sorted(names, key=lambda d: -kinds[d]))
-
-
-def short(text: str, width: int = 46) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= width else text[: width - 3] + "..."
 
 
 def injection_demo(engine: MemoryEngine) -> None:

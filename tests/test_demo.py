@@ -21,7 +21,7 @@ pytestmark = pytest.mark.model
 
 @pytest.fixture(scope="module")
 def demo() -> str:
-    env = {**os.environ, "COLUMNS": "200"}
+    env = {**os.environ, "COLUMNS": "400"}  # no cell wraps: a row is one line
     env.pop("MEMLANE_HOME", None)
     run = subprocess.run(
         [sys.executable, str(ROOT / "scripts" / "demo.py"), "--sample"],
@@ -36,12 +36,32 @@ def demo() -> str:
 
 
 def test_each_decision_in_words_beside_the_memory_it_was_compared_with(demo: str) -> None:
-    assert "gray_keep: stored apart: similar, but not close enough to merge" in demo
-    assert "guard_keep: stored apart: the near-identical guard saw a different fact" in demo
+    flat = " ".join(demo.split())
+    assert "gray_keep: stored apart: similar, but not close enough to merge" in flat
+    assert "guard_keep: stored apart: a number changed, so a different fact" in flat
+    assert "guard_keep: stored apart: the same words in another order" in flat
     assert "hash_exact: not stored: the same text" in demo
     # the changed number: the offered line, the stored memory it met, their cosine
     row = next(line for line in demo.splitlines() if "Alice is 35 years old." in line)
     assert "Alice is 34 years old." in row and re.search(r"0\.9\d\d", row), row
+
+
+def test_a_rewording_is_not_called_a_different_fact(demo: str) -> None:
+    """examples/memories.jsonl calls 'on weekday mornings' -> 'every weekday morning' a
+    rewording: the demo says the guard could not prove it the same, not that it differs."""
+    row = next(line for line in demo.splitlines() if "Portuguese every weekday" in line)
+    assert "a rewording with other words" in row, row
+    assert "different fact" not in row, row
+
+
+def test_texts_are_shown_whole(demo: str) -> None:
+    """The words that differ are often the last ones ('Python 3.5' / 'Python 35', 'in C#'):
+    no text of the table is cut."""
+    table = demo.split("Injection before alice's turn")[0]
+    assert "..." not in table and "…" not in table
+    assert "The weekly sync with the data team is at 4pm on Tuesdays." in table
+    assert "The reporting service still runs on Python 3.5." in table
+    assert "Bob maintains the invoicing tool written in C#." in table
 
 
 def test_the_summary_adds_up(demo: str) -> None:
@@ -62,6 +82,8 @@ def test_one_injection_block_and_why_the_rest_was_left_out(demo: str) -> None:
     block = demo.split("Injection before alice's turn")[1].split("The same message, next turn")
     assert "[Context from memory]" in block[0] and "[Relevant to this message]" in block[0]
     assert "(no block this turn)" in block[1]
+    # the older time as written, not the bare number ("before: 3")
+    assert "at 4pm on Tuesdays (since " in block[0] and "; before: 3pm, as of " in block[0]
     assert "shown within the last turns (re-injection delay) (already_injected)" in block[1]
 
 
@@ -73,3 +95,7 @@ def test_recall_beside_both_baselines_of_the_same_run(demo: str) -> None:
     )
     assert match, demo[-2000:]
     assert int(match.group(1)) > 0
+    # turns: those with a block of all turns, not "turns injected / without a block 46 / 32"
+    turns = re.search(r"turns with a block\s*│\s*(\d+) of (\d+) \((\d+) without one\)", demo)
+    assert turns, demo[-2000:]
+    assert int(turns[1]) + int(turns[3]) == int(turns[2]) == 46

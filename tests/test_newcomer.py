@@ -189,3 +189,16 @@ def test_dedup_pairs_without_an_llm_says_why_recall_is_low(tmp_path: Path) -> No
     # ... and the next line says it is by design, and how to get the other answer
     assert re.search(r"recall is low by design without an LLM: \d+ similar pairs were kept", said)
     assert "--llm asks the model" in said, said
+
+
+def test_a_changed_time_shows_the_old_time_as_written(tmp_path: Path) -> None:
+    """3pm -> 4pm: the block's note says "before: 3pm", not "before: 3"."""
+    home = str(tmp_path / "h")
+    for hour in ("3pm", "4pm"):
+        text = f"The weekly sync with the data team is at {hour} on Tuesdays."
+        assert run("add", text, "--owner", "alice", "--home", home)[0] == 0
+    ask = ("inject", "when is the weekly sync with the data team", "--session", "s")
+    code, block, _ = run(*ask, "--owner", "alice", "--home", home, width=300)
+    assert code == 0
+    line = next(ln for ln in block.splitlines() if "weekly sync" in ln)
+    assert "at 4pm on Tuesdays (since " in line and "; before: 3pm, as of " in line, line

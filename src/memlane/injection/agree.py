@@ -111,6 +111,17 @@ def newer(a: Memory, b: Memory) -> tuple[Memory, Memory]:
     return (a, b) if a.created_at > b.created_at else (b, a)
 
 
+def _changed_words(old: str, new: str) -> list[str]:
+    """The words of ``old`` that ``new`` changed, as written (``3pm``, ``$1,200``, ``v1.2``;
+    end punctuation dropped), when both have the same number of words and only some differ:
+    what an ``update`` note shows before, not the bare number (``before: 3`` of 3pm -> 4pm).
+    Empty when the words do not line up (the caller falls back to the numbers)."""
+    a, b = old.split(), new.split()
+    if len(a) != len(b):
+        return []
+    return [x.rstrip(".,;:!?") for x, y in zip(a, b, strict=True) if x != y]
+
+
 def update_note(new: Memory, old: Memory) -> str:
     """What the block adds after the newer memory of an ``update`` pair: ``"(since
     2026-11-25; before: 34, as of 2026-11-20)"`` when only numbers changed (the older
@@ -122,7 +133,7 @@ def update_note(new: Memory, old: Memory) -> str:
     new_numbers = list(_TEXTS.analysis(new.content).numbers)
     if len(old_numbers) == len(new_numbers) and old_numbers != new_numbers:
         changed = [o for o, n in zip(old_numbers, new_numbers, strict=True) if o != n]
-        before = ", ".join(changed)
+        before = ", ".join(_changed_words(old.content, new.content) or changed)
     else:
         before = " ".join(old.content.split()).rstrip(".")
     since, then = new.created_at.date().isoformat(), old.created_at.date().isoformat()
