@@ -37,7 +37,7 @@ from typing import Annotated, Any, Literal, TypeVar
 import anyio
 from mcp.server.fastmcp import FastMCP
 from mcp.server.fastmcp.exceptions import ToolError
-from pydantic import Field
+from pydantic import Field, ValidationError
 
 from memlane.errors import MemlaneError
 from memlane.types import Memory
@@ -123,6 +123,36 @@ def _memory(m: Memory, **extra: Any) -> dict[str, Any]:
     return {name: whole[name] for name in MEMORY_FIELDS} | extra
 
 
+def one_line(tool: str, exc: ValidationError) -> str:
+    """``exc`` (the SDK's check of ``tool``'s arguments) as one line naming each field:
+    ``remember: content: String should have at least 1 character`` (pydantic's own text
+    spans lines and ends with a URL). The values are not quoted: they may be secrets."""
+    problems = []
+    for error in exc.errors(include_url=False, include_input=False):
+        field = ".".join(str(part) for part in error["loc"]) or "arguments"
+        problems.append(f"{field}: {error['msg']}")
+    return f"{tool}: {'; '.join(problems)} (see the tool's input schema)"
+
+
+class _Server(FastMCP):  # type: ignore[type-arg]
+    """The SDK's server with memlane's version in ``serverInfo`` (not the ``mcp`` package's)
+    and a bad argument answered in one line naming the field (:func:`one_line`)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        from memlane import __version__
+
+        super().__init__(*args, **kwargs)
+        self._mcp_server.version = __version__
+
+    async def call_tool(self, name: str, arguments: dict[str, Any]) -> Any:
+        try:
+            return await super().call_tool(name, arguments)
+        except ToolError as exc:
+            if isinstance(exc.__cause__, ValidationError):
+                raise ToolError(one_line(name, exc.__cause__)) from None
+            raise
+
+
 def build_server(
     *,
     home: str | None = None,
@@ -148,7 +178,7 @@ def build_server(
     here = project or project_identity(cwd or os.getcwd())
     max_chars = cfg.max_chars
     holder = EngineHolder(home)
-    server = FastMCP(
+    server = _Server(
         "memlane", instructions=INSTRUCTIONS, host=host, port=port, log_level="WARNING"
     )
 
@@ -308,6 +338,29 @@ def serve(
     )  # fmt: skip
     holder.start()
     try:
-        server.run("streamable-http" if http else "stdio")
+        if http:
+            server.run("streamable-http")
+        else:
+            run_stdio(server)
     finally:
         holder.close()
+
+
+def run_stdio(server: FastMCP) -> None:  # type: ignore[type-arg]
+    """``server.run("stdio")`` over copies of the process's stdin and stdout descriptors: the
+    SDK wraps ``sys.stdout.buffer`` in a text wrapper that closes it when collected, and the
+    CLI's last flush of the closed stdout then failed with a 36-line traceback (exit 1) when
+    the client closed the pipe. The copies are closed instead; stdin and stdout stay open."""
+    import contextlib
+    import sys
+
+    saved = sys.stdin, sys.stdout
+    sys.stdin = open(os.dup(saved[0].fileno()), encoding="utf-8", errors="replace")  # noqa: SIM115
+    sys.stdout = open(os.dup(saved[1].fileno()), "w", encoding="utf-8")  # noqa: SIM115
+    try:
+        server.run("stdio")
+    finally:
+        for stream in (sys.stdin, sys.stdout):
+            with contextlib.suppress(OSError, ValueError):  # closed by the SDK already
+                stream.close()
+        sys.stdin, sys.stdout = saved
