@@ -54,6 +54,20 @@ def announce_new_store(settings: Settings) -> None:
     err.print(f"created a new memlane store: {settings.db_path}", highlight=False, markup=False)
 
 
+def warn_loose_modes(settings: Settings) -> list[str]:
+    """Print (stderr) one warning per file of the home that other local accounts can read:
+    the home (wanted 0700) and the SQLite store's files and index files (0600), each with the
+    ``chmod`` that fixes it (:func:`memlane._files.loose_modes`; docs/security.md). Returns the
+    lines printed."""
+    from memlane._files import loose_modes, store_files
+
+    files = store_files(settings.db_path) if settings.store.backend == "sqlite" else []
+    lines = loose_modes(settings.home_path, files)
+    for line in lines:
+        err.print(f"warning: {line}", highlight=False, markup=False)
+    return lines
+
+
 def project_for(value: str | None) -> str | None:
     """``--project`` as the identity it names (:func:`memlane.scope.resolve_project`: a folder
     inside a repository becomes the repository's identity; anything else is an identity as it

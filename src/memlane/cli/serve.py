@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from memlane.cli.app import HomeOption, app, err, fail
-from memlane.cli.render import announce_new_store, new_store
+from memlane.cli.render import announce_new_store, new_store, warn_loose_modes
 from memlane.config import SettingProblem
 from memlane.errors import ConfigError
 
@@ -258,6 +258,7 @@ def _serve_here(
     engine = MemoryEngine.open(home, settings)
     if created:
         announce_new_store(settings)
+    warn_loose_modes(settings)
     try:
         err.print(f"loading the embedding model ({engine.model_name}) ...")
         engine.embed(["warm up"])  # ready only once the model answers
@@ -310,6 +311,7 @@ def _serve_workers(
         model = engine.model_name
     if created:
         announce_new_store(settings)
+    warn_loose_modes(settings)
     kept = {"server": {"token": settings.server.token}} if daemon else {}
     spec = workers.WorkerSpec(root, kept, daemon)
     err.print(f"starting {count} workers, each loading the embedding model ({model}) ...")

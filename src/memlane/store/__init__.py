@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
@@ -49,10 +51,18 @@ def open_store(settings: object, embedder: object) -> MemoryStore:
             hnsw_ef_search=cfg.hnsw_ef_search,
             connect_timeout_s=cfg.connect_timeout_s,
         )
+    from memlane._files import private_dir
     from memlane.store.sqlite import SQLiteStore
 
+    db = settings.db_path
+    if db.parent == settings.home_path and not db.exists():
+        # a new store in the home: the home is its owner's only (docs/security.md); a folder
+        # made by a hook's log or the settings page first is brought to 0700 here
+        private_dir(db.parent)
+        with contextlib.suppress(OSError):
+            os.chmod(db.parent, 0o700)
     return SQLiteStore.open(
-        settings.db_path,
+        db,
         model=embedder.name,
         dimension=embedder.dimension,
         busy_timeout_ms=cfg.busy_timeout_ms,

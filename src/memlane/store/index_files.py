@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from memlane._files import FILE_MODE, private_dir
 from memlane.store.text_index import TOKENS_VERSION, TextIndex
 from memlane.store.vector_index import OwnerIndex
 
@@ -124,8 +125,9 @@ def write_atomic(file: Path, write: Callable[[Path], object]) -> bool:
     """Write ``file`` through a temporary file and a rename; ``False`` if that failed."""
     tmp = file.with_name(f"{file.name}.{os.getpid()}.tmp")
     try:
-        file.parent.mkdir(parents=True, exist_ok=True)
+        private_dir(file.parent)
         write(tmp)
+        os.chmod(tmp, FILE_MODE)  # owner-only, like the store (issue #33)
         os.replace(tmp, file)
         return True
     except OSError:

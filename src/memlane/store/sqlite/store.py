@@ -11,6 +11,7 @@ import os
 import sqlite3
 from pathlib import Path
 
+from memlane._files import private_dir, private_file
 from memlane.errors import StoreError
 from memlane.store.sql import migrate
 from memlane.store.sql.dialect import Q
@@ -55,7 +56,11 @@ class SQLiteStore(SQLStore[SQLiteDatabase]):
         """
         p = Path(path)
         try:
-            p.parent.mkdir(parents=True, exist_ok=True)
+            # owner-only (issue #33): folders made 0700, the file 0600 before SQLite opens it
+            # (SQLite gives its -wal and -shm the database file's mode)
+            private_dir(p.parent)
+            if str(p) != ":memory:":
+                private_file(p)
             conn = sqlite3.connect(
                 str(p),
                 isolation_level=None,
