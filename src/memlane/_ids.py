@@ -36,6 +36,18 @@ def new_id() -> str:
     return str(uuid.UUID(int=value))
 
 
+def is_id(text: object) -> bool:
+    """Whether ``text`` is an id as :func:`new_id` writes it: a UUID in its canonical form
+    (36 characters, lower-case hex in groups of 8-4-4-4-12). What an import accepts as a
+    memory's id (``../../etc/passwd``, a NUL, 100,000 characters are not ids)."""
+    if not isinstance(text, str) or len(text) != 36:
+        return False
+    try:
+        return str(uuid.UUID(text)) == text
+    except ValueError:
+        return False
+
+
 def utcnow() -> datetime:
     return datetime.now(UTC)
 

@@ -33,22 +33,26 @@ def export(
 
 
 def restore_export(raw_lines: list[bytes], home: Path | None, as_json: bool) -> None:
-    """``memlane import`` of an export: restore its memories as they were; exit 1 when a line
-    was bad (the good ones are restored all the same)."""
-    lines = [raw.decode("utf-8", "replace") for raw in raw_lines]
+    """``memlane import`` of an export: restore its memories as they were, all or nothing;
+    exit 1 when a line was bad (each named with its line number; nothing restored)."""
     with engine_for(home, create=True) as engine:  # a write: an empty home is made
-        report = import_lines(engine, lines)
+        report = import_lines(engine, raw_lines)
     if as_json:
         print_json(
             {"restored": report.restored, "skipped": report.skipped, "errors": report.errors}
         )
-    else:
+    elif not report.errors:
         out.print(
             f"restored {report.restored:,} memories ({report.skipped:,} already there, skipped)"
         )
-        for e in report.errors:
-            print_error(f"line {e['line']}: {e['error']}")
+    for e in [] if as_json else report.errors:
+        print_error(f"line {e['line']}: {e['error']}")
     if report.errors:
+        if not as_json:
+            print_error(
+                f"nothing restored: {len(report.errors):,} bad lines; fix them and import the "
+                "file again"
+            )
         raise typer.Exit(1)
 
 
