@@ -98,3 +98,32 @@ def test_claude_shaped_clients_print_hook_specific_output(
                "UserPromptSubmit", "prompt": "Which database does staging use?"}  # fmt: skip
     done = run_hook(env, "UserPromptSubmit", payload, "--client", client)
     assert "PostgreSQL 16" in str(done.context())
+
+
+def test_qwen_continuation_of_a_turn_is_a_repeat_of_the_turn(
+    sqlite_backend: Backend, tmp_path: Path
+) -> None:
+    """Qwen Code fires ``UserPromptSubmit`` again inside one turn (after a tool's result) with
+    the turn's ``prompt_id`` and model-bound text as ``prompt``: the turn model answers it as a
+    repeat, and the hook prints nothing (the turn's block is already in the history) - no
+    second copy, no search on the tool's output, and nothing recorded that would take the
+    turn's memory out of the window. The next prompt_id is a new turn."""
+    env = hook_env(sqlite_backend)
+    engine = sqlite_backend.engine()
+    engine.add("The staging database is PostgreSQL 16", owner="alice")
+    engine.add("The CI runners use Ubuntu 24.04 images", owner="alice")
+    base = {"session_id": "q-1", "cwd": str(tmp_path), "hook_event_name": "UserPromptSubmit"}
+    first = run_hook(env, "UserPromptSubmit", {**base, "prompt_id": "q-1########0",
+                     "prompt": "Which database does staging use?",
+                     "submitted_prompt": "Which database does staging use?"},
+                     "--client", "qwen")  # fmt: skip
+    assert "PostgreSQL 16" in str(first.context())
+    continuation = {**base, "prompt_id": "q-1########0",
+                    "prompt": "Tool output: the CI runners use Ubuntu 24.04 images"}  # fmt: skip
+    again = run_hook(env, "UserPromptSubmit", continuation, "--client", "qwen")
+    assert again.returncode == 0 and again.stdout == ""
+    nxt = run_hook(env, "UserPromptSubmit", {**base, "prompt_id": "q-1########1",
+                   "prompt": "Which image do the CI runners use?",
+                   "submitted_prompt": "Which image do the CI runners use?"},
+                   "--client", "qwen")  # fmt: skip
+    assert "Ubuntu 24.04" in str(nxt.context()) and "PostgreSQL 16" not in str(nxt.context())

@@ -82,3 +82,19 @@ def max_chars(client: str, configured: int) -> int:
     if client == "codex":
         return min(configured, CODEX_MAX_CHARS)
     return configured
+
+
+#: The payload key holding the client's own id of the user's turn: Qwen Code fires
+#: ``UserPromptSubmit`` again on the continuations after a tool's result with the same
+#: ``prompt_id``; Codex sends ``turn_id``. With it the hook asks the turn model
+#: (:meth:`memlane.MemoryEngine.turn`, ``kept=True``): the turn is decided once and a later
+#: call of it is a repeat (nothing printed: the block is already in the history).
+TURN_KEYS = {"qwen": "prompt_id", "codex": "turn_id"}
+
+
+def turn_id(client: str, payload: dict[str, Any]) -> str | None:
+    """The client's id of this user turn (``None``: the client sends none), prefixed with
+    the client's name."""
+    name = TURN_KEYS.get(client)
+    found = payload.get(name) if name else None
+    return f"{client}:{found}" if isinstance(found, str) and found.strip() else None

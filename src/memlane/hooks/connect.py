@@ -184,6 +184,9 @@ class Guarded:
     def sync(self, session: str, text: str, *, owner: str, agent: str) -> Injected:
         return self._run(lambda b: b.sync(session, text, owner=owner, agent=agent))
 
+    def turn(self, session: str, message: str, **fields: Any) -> dict[str, Any]:
+        return self._run(lambda b: b.turn(session, message, **fields))
+
     def close(self) -> None:
         self.server.close()
         if self.local is not None:

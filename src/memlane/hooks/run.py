@@ -47,7 +47,7 @@ import threading
 import time
 
 from memlane.hooks.clients import CLAUDE_CODE_MAX_CHARS as CLAUDE_CODE_MAX_CHARS
-from memlane.hooks.clients import CLIENTS, adapt
+from memlane.hooks.clients import CLIENTS, adapt, turn_id
 from memlane.hooks.config import DEFAULT_HOME, HookConfig, load_config
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (~10 ms per hook call)
@@ -194,7 +194,9 @@ class _Run:
             self.sync(session, owner, agent, payload.get("llm_request"))
             return
         if event in PROMPT_EVENTS:
-            prompt = payload.get("prompt")
+            # Qwen Code: the user's own text (``prompt`` may be model-bound text on a
+            # continuation; empty after a tool's result)
+            prompt = payload.get("submitted_prompt") or payload.get("prompt")
             if not isinstance(prompt, str) or not prompt.strip():
                 return  # nothing typed: nothing to search for, no turn counted
             from memlane.hooks.transcript import recent_messages, remembered_ids
@@ -215,21 +217,32 @@ class _Run:
             known = remembered(transcript)
             project = self.cfg.project(cwd)
             backend = self._backend()
+            turn_key = turn_id(self.client, payload)
             try:
-                result = backend.inject(
-                    session,
-                    prompt,
-                    owner=owner,
-                    agent=agent,
-                    recent=recent,
-                    max_chars=self.max_chars(),
-                    known=known,
-                    project=project,
-                )
+                if turn_key is not None:  # the client names its turns: one decision per turn
+                    found = backend.turn(
+                        session, prompt, kept=True, key=turn_key, owner=owner, agent=agent,
+                        recent=recent, max_chars=self.max_chars(), known=list(known),
+                        project=project,
+                    )  # fmt: skip
+                    block = None if found.get("repeat") else found.get("block")
+                    ids = tuple(str(i["memory"]["id"]) for i in found.get("items") or [])
+                else:
+                    result = backend.inject(
+                        session,
+                        prompt,
+                        owner=owner,
+                        agent=agent,
+                        recent=recent,
+                        max_chars=self.max_chars(),
+                        known=known,
+                        project=project,
+                    )
+                    block, ids = result.block, result.ids
             finally:
                 backend.close()
-            if result.block:
-                self.emit(output(event, result.block, self.client), result.ids)
+            if block:  # a repeat of the turn prints nothing: its block is in the history
+                self.emit(output(event, block, self.client), ids)
             return
         reason = None
         source = payload.get("source")
