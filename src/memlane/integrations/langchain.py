@@ -22,15 +22,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
-from memlane.integrations._base import (
-    Memlane,
-    Scope,
-    connect,
-    last_user_turn,
-    remember_reply,
-    require,
-    session_of,
-)
+from memlane.integrations._base import REMEMBER_DOC, Door, require
 
 VERSION = require("langchain", "1.0", "2", "langchain")
 
@@ -76,20 +68,15 @@ class MemlaneMiddleware(AgentMiddleware):  # type: ignore[misc]
         token: str | None = None,
     ) -> None:
         super().__init__()
-        self.memory: Memlane = connect(memory, token=token)
-        self.scope = Scope(owner, project, agent)
-        self.session = session
+        hint = "pass config={'configurable': {'thread_id': ...}} to invoke, or session="
+        self.door = Door(
+            memory, owner=owner, project=project, agent=agent, session=session, token=token,
+            source="langchain", hint=hint,
+        )  # fmt: skip
         self.tools = [self._remember_tool()] if remember else []
 
-    def session_from(self, config: Mapping[str, Any] | None) -> str:
-        return session_of(
-            _thread_id(config),
-            self.session,
-            hint="pass config={'configurable': {'thread_id': ...}} to invoke, "
-            "or MemlaneMiddleware(..., session=...)",
-        )
-
-    def _request(self, request: ModelRequest, text: str | None) -> ModelRequest:
+    @staticmethod
+    def _request(request: ModelRequest, text: str | None) -> ModelRequest:
         if text is None:
             return request
         system = request.system_message
@@ -97,48 +84,34 @@ class MemlaneMiddleware(AgentMiddleware):  # type: ignore[misc]
         joined = f"{before}\n\n{text}" if before else text
         return request.override(system_message=SystemMessage(content=joined))
 
-    def _turn_args(self, request: ModelRequest) -> dict[str, Any] | None:
-        found = last_user_turn((_role(m), m.text) for m in request.messages)
-        if found is None:
-            return None
-        message, position = found
+    @staticmethod
+    def _call(request: ModelRequest) -> dict[str, Any]:
         from langgraph.config import get_config
 
         return {
-            "session": self.session_from(get_config()),
-            "message": message,
-            "position": position,
-            "kept": False,
-            "scope": self.scope.of(request.runtime.context if request.runtime else None),
+            "pairs": [(_role(m), m.text) for m in request.messages],
+            "session": _thread_id(get_config()),
+            "context": request.runtime.context if request.runtime else None,
         }
 
     def wrap_model_call(self, request: ModelRequest, handler: Callable[[ModelRequest], Any]) -> Any:
-        args = self._turn_args(request)
-        text = None if args is None else self.memory.turn(**args).text
-        return handler(self._request(request, text))
+        return handler(self._request(request, self.door.text(**self._call(request))))
 
     async def awrap_model_call(
         self, request: ModelRequest, handler: Callable[[ModelRequest], Awaitable[Any]]
     ) -> Any:
-        args = self._turn_args(request)
-        text = None if args is None else (await self.memory.aturn(**args)).text
+        text = await self.door.atext(**self._call(request))
         return await handler(self._request(request, text))
 
     def _remember_tool(self) -> Any:
-        middleware = self
+        door = self.door
 
-        @tool
         def remember(content: str) -> str:
-            """Save a fact, preference or decision about the user for later conversations."""
             from langgraph.config import get_config
             from langgraph.runtime import get_runtime
 
-            done = middleware.memory.add(
-                content,
-                scope=middleware.scope.of(get_runtime().context),
-                session=_thread_id(get_config()) or middleware.session,
-                source="langchain",
-            )
-            return remember_reply(done)
+            config = get_config()
+            return door.remember(content, session=_thread_id(config), context=get_runtime().context)
 
-        return remember
+        remember.__doc__ = REMEMBER_DOC
+        return tool(remember)

@@ -21,15 +21,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from memlane.integrations._base import (
-    Memlane,
-    Scope,
-    connect,
-    last_user_turn,
-    remember_reply,
-    require,
-    session_of,
-)
+from memlane.integrations._base import REMEMBER_DOC, Door, require
 
 VERSION = require("llama-index-core", "0.12.36", "0.15", "llamaindex")
 
@@ -63,8 +55,7 @@ class MemlaneBlock(BaseMemoryBlock[str]):  # type: ignore[misc]
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
     accept_short_term_memory: bool = Field(default=False)
-    _memory: Memlane = PrivateAttr()
-    _scope: Scope = PrivateAttr()
+    _door: Door = PrivateAttr()
 
     def __init__(
         self,
@@ -78,22 +69,16 @@ class MemlaneBlock(BaseMemoryBlock[str]):  # type: ignore[misc]
         token: str | None = None,
     ) -> None:
         super().__init__(name=name, priority=priority)
-        self._memory = connect(memory, token=token)
-        self._scope = Scope(owner, project, agent)
+        hint = "build the agent's memory with Memory.from_defaults(session_id=...)"
+        self._door = Door(
+            memory, owner=owner, project=project, agent=agent, session=None, token=token,
+            source="llamaindex", hint=hint,
+        )  # fmt: skip
 
     async def _aget(self, messages: list[ChatMessage] | None = None, **block_kwargs: Any) -> str:
-        found = last_user_turn(_pairs(messages or []))
-        if found is None:
-            return ""
-        message, position = found
-        session = session_of(
-            block_kwargs.get("session_id"),
-            hint="build the agent's memory with Memory.from_defaults(session_id=...)",
-        )
-        view = await self._memory.aturn(
-            session, message, kept=False, position=position, scope=self._scope
-        )
-        return view.text or ""
+        pairs = _pairs(messages or [])
+        text = await self._door.atext(pairs, session=block_kwargs.get("session_id"), context=None)
+        return text or ""
 
     async def _aput(self, messages: list[ChatMessage]) -> None:
         """Nothing: the block does not take the messages the memory flushes
@@ -101,13 +86,10 @@ class MemlaneBlock(BaseMemoryBlock[str]):  # type: ignore[misc]
 
     def remember_tool(self, session: str | None = None) -> FunctionTool:
         """A ``remember(content)`` tool writing in this block's scope (the write path)."""
-        block = self
+        door = self._door
 
         async def remember(content: str) -> str:
-            """Save a fact, preference or decision about the user for later conversations."""
-            done = await block._memory.aadd(
-                content, scope=block._scope, session=session, source="llamaindex"
-            )
-            return remember_reply(done)
+            return await door.aremember(content, session=session, context=None)
 
+        remember.__doc__ = REMEMBER_DOC
         return FunctionTool.from_defaults(async_fn=remember, name="remember")

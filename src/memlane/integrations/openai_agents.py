@@ -22,16 +22,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from memlane.integrations._base import (
-    Memlane,
-    Scope,
-    connect,
-    find_session,
-    last_user_turn,
-    remember_reply,
-    require,
-    session_of,
-)
+from memlane.integrations._base import REMEMBER_DOC, Door, require
 
 VERSION = require("openai-agents", "0.14", "1", "openai-agents")
 
@@ -77,52 +68,27 @@ class MemlaneInputFilter:
         session: str | None = None,
         token: str | None = None,
     ) -> None:
-        self.memory: Memlane = connect(memory, token=token)
-        self.scope = Scope(owner, project, agent)
-        self.session = session
-
-    def _session(self, context: object) -> str:
-        return session_of(
-            context,
-            self.session,
-            hint="pass context={'session_id': ...} to Runner.run, or MemlaneInputFilter(session=...)",
-        )
+        hint = "pass context={'session_id': ...} to Runner.run, or MemlaneInputFilter(session=...)"
+        self.door = Door(
+            memory, owner=owner, project=project, agent=agent, session=session, token=token,
+            source="openai-agents", hint=hint,
+        )  # fmt: skip
 
     async def __call__(self, data: CallModelData[Any]) -> ModelInputData:
-        found = last_user_turn(_pairs(data.model_data.input))
-        if found is None:
-            return data.model_data
-        message, position = found
-        view = await self.memory.aturn(
-            self._session(data.context),
-            message,
-            kept=False,
-            position=position,
-            scope=self.scope.of(data.context),
-        )
-        if view.text is None:
+        pairs = _pairs(data.model_data.input)
+        text = await self.door.atext(pairs, session=data.context, context=data.context)
+        if text is None:
             return data.model_data
         before = data.model_data.instructions
-        instructions = f"{before}\n\n{view.text}" if before else view.text
+        instructions = f"{before}\n\n{text}" if before else text
         return ModelInputData(input=data.model_data.input, instructions=instructions)
 
     def remember_tool(self) -> Any:
         """A ``remember(content)`` function tool writing in the run's scope (the write path)."""
-        owner = self
+        door = self.door
 
-        @function_tool
         async def remember(ctx: RunContextWrapper[Any], content: str) -> str:
-            """Save a fact, preference or decision about the user for later conversations.
+            return await door.aremember(content, session=ctx.context, context=ctx.context)
 
-            Args:
-                content: the fact to remember, one sentence.
-            """
-            done = await owner.memory.aadd(
-                content,
-                scope=owner.scope.of(ctx.context),
-                session=find_session(ctx.context, owner.session),
-                source="openai-agents",
-            )
-            return remember_reply(done)
-
-        return remember
+        remember.__doc__ = REMEMBER_DOC
+        return function_tool(remember)

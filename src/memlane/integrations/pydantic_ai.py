@@ -23,16 +23,7 @@ import dataclasses
 from collections.abc import Iterable
 from typing import Any
 
-from memlane.integrations._base import (
-    Memlane,
-    Scope,
-    connect,
-    find_session,
-    last_user_turn,
-    remember_reply,
-    require,
-    session_of,
-)
+from memlane.integrations._base import REMEMBER_DOC, Door, require
 
 VERSION = require("pydantic-ai-slim", "2.0", "3", "pydantic-ai")
 
@@ -78,33 +69,22 @@ class MemlaneCapability(AbstractCapability[Any]):
         remember: bool = True,
         token: str | None = None,
     ) -> None:
-        self.memory: Memlane = connect(memory, token=token)
-        self.scope = Scope(owner, project, agent)
-        self.session = session
+        hint = "pass conversation_id= to agent.run, or MemlaneCapability(session=...)"
+        self.door = Door(
+            memory, owner=owner, project=project, agent=agent, session=session, token=token,
+            source="pydantic-ai", hint=hint,
+        )  # fmt: skip
         self.remember = remember
 
     async def before_model_request(
         self, ctx: RunContext[Any], request_context: ModelRequestContext
     ) -> ModelRequestContext:
-        found = last_user_turn(_pairs(request_context.messages))
-        if found is None:
-            return request_context
-        message, position = found
-        view = await self.memory.aturn(
-            session_of(
-                ctx.conversation_id,
-                self.session,
-                hint="pass conversation_id= to agent.run, or MemlaneCapability(session=...)",
-            ),
-            message,
-            kept=False,
-            position=position,
-            scope=self.scope.of(ctx.deps),
-        )
-        if view.text is None:
+        pairs = _pairs(request_context.messages)
+        text = await self.door.atext(pairs, session=ctx.conversation_id, context=ctx.deps)
+        if text is None:
             return request_context
         params = request_context.model_request_parameters
-        parts = [*(params.instruction_parts or []), InstructionPart(view.text, dynamic=True)]
+        parts = [*(params.instruction_parts or []), InstructionPart(text, dynamic=True)]
         return dataclasses.replace(
             request_context,
             model_request_parameters=dataclasses.replace(params, instruction_parts=parts),
@@ -113,20 +93,10 @@ class MemlaneCapability(AbstractCapability[Any]):
     def get_toolset(self) -> Any:
         if not self.remember:
             return None
-        capability = self
+        door = self.door
 
         async def remember(ctx: RunContext[Any], content: str) -> str:
-            """Save a fact, preference or decision about the user for later conversations.
+            return await door.aremember(content, session=ctx.conversation_id, context=ctx.deps)
 
-            Args:
-                content: the fact to remember, one sentence.
-            """
-            done = await capability.memory.aadd(
-                content,
-                scope=capability.scope.of(ctx.deps),
-                session=find_session(ctx.conversation_id, capability.session),
-                source="pydantic-ai",
-            )
-            return remember_reply(done)
-
+        remember.__doc__ = REMEMBER_DOC
         return FunctionToolset([remember])
