@@ -321,7 +321,8 @@ def test_list_get_update_history_forget(cli: Cli) -> None:
     assert forgotten["status"] == "forgotten"
     assert memory_id not in {m["id"] for m in cli.json("list", "--owner", "alice")}
     missing = cli("get", memory_id, "--owner", "alice", code=4)
-    assert "no memory" in flat(missing.stderr)
+    assert "was forgotten on" in flat(missing.stderr)  # and how to restore it (test_newcomer)
+    assert f"memlane restore {memory_id}" in flat(missing.stderr)
     assert (
         cli.json("get", memory_id, "--include-inactive", "--owner", "alice")["status"]
         == "forgotten"

@@ -1,10 +1,13 @@
 """Every table of the CLI reads whole in an 80-column terminal (issue 38): no header or value
 cut to "inje…", the figures of a row under their own headers. Each command that prints a table
-runs for real (hash embedder, temporary homes, the real server for ``bench serve``) with the
-CLI's consoles 80 columns wide, and what it printed is checked for rich's ellipsis.
+runs for real (hash embedder, temporary homes, the real server for ``bench serve``, a scripted
+model for ``learn`` and ``llm check``); each table it printed is rendered at 80 columns (rich ``Console(width=80)``)
+and checked for rich's ellipsis and for lines over 80 columns.
 
-Not covered here: ``learn`` and ``llm`` (they need an LLM server; their tables are the shared
-``render.table`` with wrapping text columns, as ``review`` and ``dedup-log`` below).
+Not covered here: ``llm bench`` (a two-column table of figures, words that wrap), ``bench hooks``
+(fresh processes, MCP and the daemon: minutes), ``bench backends`` (PostgreSQL), ``bench embed``
+(tests/test_bench_embed.py renders it at 80 columns), ``hooks migrate``, and the replay's
+per-conversation table (several conversations).
 """
 
 from __future__ import annotations
@@ -131,3 +134,38 @@ def test_bench_tables(tmp_path: Path) -> None:
         "server CPU ms/call",
         "4 clients",
     )
+
+
+def test_learn_table(tmp_path: Path) -> None:
+    """``memlane learn`` with a scripted model (tests/llm_server.py, the real openai SDK)."""
+    pytest.importorskip("openai")
+    from llm_server import Reply, Script, serve
+
+    script = Script("openai")
+    learned = [
+        {"content": "The user moved to Berlin last month and works at a bakery.", "type": "event"},
+        {"content": "The user is vegetarian.", "type": "preference"},
+    ]
+    script.steps = [Reply(json.dumps({"memories": learned}))]
+    chat = tmp_path / "chat.json"
+    chat.write_text(json.dumps([{"role": "user", "content": "I moved to Berlin, I'm vegan."}]))
+    with serve(script) as url:
+        (tmp_path / "memlane.toml").write_text(
+            f'[llm]\nprovider = "openai"\nmodel = "m"\nbase_url = "{url}"\n', encoding="utf-8"
+        )
+        whole(run("learn", str(chat), "--home", str(tmp_path)), "memory (id below)")
+
+
+def test_llm_check_table(tmp_path: Path) -> None:
+    """``memlane llm check`` against a scripted model (answers of tests/test_llm_check.py)."""
+    pytest.importorskip("openai")
+    from llm_server import Reply, Script, serve
+    from test_llm_check import LEARN, MERGE, VERIFY
+
+    script = Script("openai", steps=[Reply(VERIFY), Reply(MERGE), Reply(LEARN)])
+    with serve(script) as url:
+        (tmp_path / "memlane.toml").write_text(
+            f'[llm]\nprovider = "openai"\nmodel = "m"\nbase_url = "{url}"\nmax_retries = 0\n',
+            encoding="utf-8",
+        )
+        whole(run("llm", "check", "--home", str(tmp_path)), "tokens in/out", "answer or error")

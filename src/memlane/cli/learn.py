@@ -21,6 +21,7 @@ from memlane.cli.render import (
     command,
     decision_text,
     engine_for,
+    memory_cell,
     project_for,
     table,
     write_result_dict,
@@ -66,9 +67,8 @@ def learn(
         print_json({"results": [write_result_dict(r) for r in results], "llm": stats})
         return
     t = table(f"{len(results)} memories learned from {len(messages)} messages")
-    t.add_column("decision")
-    t.add_column("id")
-    t.add_column("content")
+    t.add_column("decision", no_wrap=True)
+    t.add_column("memory (id below)", min_width=36)  # the id whole at 80 columns
     for r in results:
-        t.add_row(decision_text(r.decision), r.memory.id, r.memory.content)
+        t.add_row(decision_text(r.decision), memory_cell(r.memory, with_type=True))
     out.print(t)
