@@ -134,8 +134,10 @@ def bind(host: str, port: int) -> socket.socket:
     # body behind the headers until the client's delayed ACK): measured 44 ms a /health.
     sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    from memlane.server.limits import BACKLOG
+
     sock.bind((host.strip("[]"), port))
-    sock.listen(2048)
+    sock.listen(BACKLOG)
     sock.set_inheritable(True)
     return sock
 
@@ -221,10 +223,12 @@ def serve(
     across reloads)."""
     import uvicorn
 
+    from memlane.server.limits import GuardedServer
+
     tracker = IdleTracker(app)
     config = uvicorn.Config(tracker, log_level="warning" if daemon else "info")
     config.timeout_graceful_shutdown = GRACE_S
-    server = uvicorn.Server(config)
+    server = GuardedServer(config)  # timeouts and a cap on connections (issue #33)
     record = record_of(
         sock,
         home=home,
