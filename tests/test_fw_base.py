@@ -67,3 +67,36 @@ def test_scope_takes_the_run_context_over_the_adapter_and_never_makes_an_owner()
     assert base.of({}) == Scope(None, "p", None)  # memlane's own scope rule decides
     assert find_session({"thread_id": "t"}, "fallback") == "t"
     assert find_session({}, None) is None
+
+
+#: Each adapter module, its distribution, a version without its seam, the framework's module.
+ADAPTERS = [
+    ("memlane.integrations.langchain", "langchain", "0.3.27", "langchain"),
+    ("memlane.integrations.langgraph_store", "langgraph", "0.6.11", "langgraph"),
+    ("memlane.integrations.openai_agents", "openai-agents", "0.13.6", "agents"),
+    ("memlane.integrations.pydantic_ai", "pydantic-ai-slim", "1.107.10", "pydantic_ai"),
+    ("memlane.integrations.llamaindex", "llama-index-core", "0.12.35", "llama_index.core"),
+]
+
+
+@pytest.mark.parametrize(("module", "dist", "old", "needs"), ADAPTERS, ids=[a[1] for a in ADAPTERS])
+def test_an_adapter_refuses_a_version_without_its_seam(
+    module: str, dist: str, old: str, needs: str
+) -> None:
+    """Importing the adapter with ``dist`` reported at ``old`` (in a fresh interpreter) fails
+    before the framework is touched, naming the version, the range and the extra."""
+    pytest.importorskip(needs)
+    code = (
+        "import importlib.metadata as md\n"
+        "real = md.version\n"
+        f"md.version = lambda d: {old!r} if d == {dist!r} else real(d)\n"
+        f"import {module}\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(SRC)}
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert done.returncode == 1
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith("memlane.integrations._base.UnsupportedFramework: "), last
+    assert f"{dist} {old} is not supported" in last and "pip install 'memlane[" in last, last
