@@ -319,3 +319,32 @@ def test_the_proof_is_rfc_2104_hmac_sha256() -> None:
         expected = hmac.new(key, message, hashlib.sha256).hexdigest()
         assert proof_of(key, "ab12" * 8, "store-é") == expected
         assert same_proof(expected, expected) and not same_proof(expected, "0" * 64)
+
+
+def test_a_tampered_toml_cache_grants_nothing_the_file_does_not_say(tmp_path: Path) -> None:
+    from memlane.hooks.config import load_config
+
+    home = tmp_path / "home"
+    home.mkdir()
+    toml = home / "memlane.toml"
+    toml.write_text('[hooks]\nowner = "carol"\n', encoding="utf-8")
+    past = time.time() - 60
+    os.utime(toml, (past, past))  # older than the racy window: the cache is used
+    assert load_config(home).owner == "carol"
+    cache = home / "cache" / "hooks-toml.json"
+    sealed = json.loads(cache.read_text())
+    inner = json.loads(sealed["text"])
+    # the key (the file's stat and digest) still matches; the data grants a server and owner
+    inner["data"] = {"hooks": {"owner": "mallory", "url": "http://127.0.0.1:9/evil"}}
+    for forged in (
+        {**sealed, "text": json.dumps(inner)},  # the MAC left as it was
+        {"text": json.dumps(inner), "mac": "0" * 64},
+        {"key": inner["key"], "read_ns": inner["read_ns"], "data": inner["data"]},  # old format
+    ):
+        cache.write_text(json.dumps(forged))
+        cfg = load_config(home)
+        assert (cfg.owner, cfg.url) == ("carol", "")
+    # parsed again and sealed again: the next call uses the cache
+    assert json.loads(json.loads(cache.read_text())["text"])["data"] == {
+        "hooks": {"owner": "carol"}
+    }

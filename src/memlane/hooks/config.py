@@ -198,7 +198,11 @@ def _stat_key(info: os.stat_result) -> list[int]:
     return [info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns]
 
 
-def read_toml(path: str, cache: str) -> dict[str, Any]:
+#: What the MAC of :data:`TOML_CACHE` signs before its text (:func:`memlane.hooks.daemon.mac`).
+CACHE_CONTEXT = b"memlane-hooks-toml-cache-v1"
+
+
+def read_toml(path: str, cache: str, home: str | None = None) -> dict[str, Any]:
     """The :data:`TOML_SECTIONS` of the TOML file ``path`` (``{}`` when there is none),
     through the JSON file ``cache``: :mod:`tomllib` (with :mod:`typing`, as long to import as
     :mod:`json`: ~5 ms a hook call) is imported only when the file changed since it was read
@@ -206,45 +210,67 @@ def read_toml(path: str, cache: str) -> dict[str, Any]:
     :data:`RACY_NS` of that read. The cache is readable by its user only (``[server] token``
     may be in it, as in the file). A cache that cannot be read or written is skipped.
 
+    The cache cannot grant what the file does not say: it is used only with a MAC (HMAC-SHA256
+    keyed by ``<home>/run/secret``, 0600, :func:`memlane.hooks.daemon.mac`) over its text,
+    which holds the file's SHA-256 as well; the file is read (not parsed) and hashed on every
+    call. A cache edited by hand, or left from another content of the file, is parsed again
+    (and rewritten). Without ``home`` no cache is used.
+
     Raises:
         HookConfigError: the file is not TOML.
     """
     import json
 
+    from memlane.hooks.daemon import ensure_secret, mac, read_secret, same_proof, sha256_hex
+
     try:
         info = os.stat(path)
+        with open(path, "rb") as fh:
+            raw = fh.read()
     except FileNotFoundError:
         return {}
+    except OSError as exc:
+        raise HookConfigError(f"{path} cannot be read ({exc})") from None
     key = _stat_key(info)
+    digest = sha256_hex(raw)
+    secret = read_secret(home) if home is not None else None
     try:
         with open(cache, encoding="utf-8") as fh:
-            cached = json.load(fh)
-        if (
-            cached["key"] == key
-            and cached["read_ns"] - info.st_mtime_ns > RACY_NS
-            and isinstance(cached["data"], dict)
+            stored = json.load(fh)
+        text = stored["text"]
+        if secret is not None and same_proof(
+            stored["mac"], mac(secret, CACHE_CONTEXT, text.encode("utf-8"))
         ):
-            return dict(cached["data"])
-    except (OSError, ValueError, KeyError, TypeError):
+            cached = json.loads(text)
+            if (
+                cached["key"] == key
+                and cached["digest"] == digest
+                and cached["read_ns"] - info.st_mtime_ns > RACY_NS
+                and isinstance(cached["data"], dict)
+            ):
+                return dict(cached["data"])
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
         pass
     import time
     import tomllib
 
     read_ns = time.time_ns()
     try:
-        with open(path, encoding="utf-8") as fh:
-            parsed = tomllib.loads(fh.read())
+        parsed = tomllib.loads(raw.decode("utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise HookConfigError(f"{path} is not valid TOML ({exc})") from None
     data = {name: parsed[name] for name in TOML_SECTIONS if name in parsed}
+    if home is None:
+        return data
     try:
-        text = json.dumps({"key": key, "read_ns": read_ns, "data": data})
+        text = json.dumps({"key": key, "digest": digest, "read_ns": read_ns, "data": data})
+        sealed = mac(ensure_secret(home), CACHE_CONTEXT, text.encode("utf-8"))
         folder = os.path.dirname(cache)
         os.makedirs(folder, mode=0o700, exist_ok=True)
         tmp = os.path.join(folder, f".{os.path.basename(cache)}.{os.getpid()}")
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w", encoding="utf-8") as out:
-            out.write(text)
+            out.write(json.dumps({"text": text, "mac": sealed}))
         os.replace(tmp, cache)
     except (OSError, TypeError, ValueError):
         pass  # a value JSON cannot hold (a TOML date), a read-only home: read it again next time
@@ -261,7 +287,7 @@ def load_config(home: str | os.PathLike[str] | None = None) -> HookConfig:
     raw = home if home is not None else os.environ.get("MEMLANE_HOME") or DEFAULT_HOME
     home_path = os.path.realpath(os.path.expanduser(os.fspath(raw)))
     path = os.path.join(home_path, CONFIG_FILENAME)
-    data = read_toml(path, os.path.join(home_path, "cache", TOML_CACHE))
+    data = read_toml(path, os.path.join(home_path, "cache", TOML_CACHE), home_path)
     hooks = dict(data.get("hooks") or {})
     server = dict(data.get("server") or {})
     for key in list(os.environ):
