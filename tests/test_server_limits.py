@@ -330,3 +330,65 @@ def test_silent_connections_are_closed_first_and_after_the_head_timeout() -> Non
         for a, b in pairs:
             a.close()
             b.close()
+
+
+#: A worker's side of the channel, out of descriptors when a connection arrives (run in a
+#: process of its own: it exhausts its descriptor table).
+_CTRUNC_SCRIPT = r"""
+import asyncio, multiprocessing, os, resource, socket
+import uvicorn
+from memlane.server import dispatch
+
+async def app(scope, receive, send):
+    pass
+
+loads = dispatch.Loads(multiprocessing.get_context("spawn"), 1)
+parent, theirs = dispatch.channel()
+server = dispatch.HandedServer(uvicorn.Config(app), theirs, loads, 0)
+loop = asyncio.new_event_loop()
+theirs.setblocking(False)
+loop.add_reader(theirs.fileno(), server._take, loop)  # as the worker's startup does
+clients = [socket.socketpair() for _ in range(2)]
+
+def hand(pair):
+    loads.add(0, 1)  # the parent counts a connection when it sends it
+    socket.send_fds(parent, [b"c"], [pair[1].fileno()])
+
+hand(clients[0])
+soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+resource.setrlimit(resource.RLIMIT_NOFILE, (256, hard))
+held = []
+try:
+    while True:
+        held.append(os.open(os.devnull, os.O_RDONLY))
+except OSError:
+    pass
+loop.run_until_complete(asyncio.sleep(0.2))  # the datagram arrives: no descriptor free
+for fd in held:
+    os.close(fd)
+resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+print("after the truncated one:", loads._counts[0], len(server.guard.silent))
+hand(clients[1])
+loop.run_until_complete(asyncio.sleep(0.2))
+print("after the next one:", loads._counts[0], len(server.guard.silent))
+"""
+
+
+@pytest.mark.parametrize("store_backend", ["sqlite"], indirect=True)
+def test_a_connection_without_its_descriptor_is_dropped_and_the_channel_kept(
+    store_backend: Backend,
+) -> None:
+    """MSG_CTRUNC (a worker with no descriptor free when a connection arrives): before, the
+    worker took it for "parent gone" and never read its channel again; now that connection is
+    uncounted and logged, and the next one is taken."""
+    run = subprocess.run(
+        [sys.executable, "-c", _CTRUNC_SCRIPT],
+        env=store_backend.child_env(),
+        capture_output=True,
+        text=True,
+        timeout=WAIT_S,
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert "after the truncated one: 0 0" in run.stdout, run.stdout + run.stderr[-2000:]
+    assert "after the next one: 1 1" in run.stdout, run.stdout + run.stderr[-2000:]
+    assert "arrived without their descriptor" in run.stderr
