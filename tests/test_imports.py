@@ -197,6 +197,7 @@ def test_eval_modules_are_in_no_cycle() -> None:
         "memlane.cli.bench_backends",
         "memlane.cli.bench_embed",
         "memlane.cli.bench_janitor",
+        "memlane.cli.bench_proxy",
         "memlane.cli.dedup",
         "memlane.cli.hooks",
         "memlane.cli.llm",

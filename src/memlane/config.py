@@ -42,6 +42,7 @@ from memlane.config_integrations import HooksSettings, ScopeSettings
 from memlane.embeddings.profiles import MINILM, PROFILE_KEYS, Profile, profile_for
 from memlane.errors import ConfigError
 from memlane.privacy import PrivacySettings
+from memlane.proxy.settings import ProxySettings
 from memlane.types import TYPE_NAMES, MemoryType
 
 CONFIG_FILENAME = "memlane.toml"
@@ -354,6 +355,7 @@ class Settings(BaseSettings):
     privacy: PrivacySettings = PrivacySettings()  # memlane.privacy
     scope: ScopeSettings = ScopeSettings()
     hooks: HooksSettings = HooksSettings()
+    proxy: ProxySettings = ProxySettings()  # memlane.proxy
     agents: dict[str, AgentSettings] = Field(default_factory=dict)
     #: Resolved home folder (set by load(); not read from the file).
     home: str = ""

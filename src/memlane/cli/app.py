@@ -97,7 +97,7 @@ PANELS: dict[str, tuple[str, ...]] = {
     ),
     "Inject and sessions": ("inject", "session"),
     "Dedup and review": ("dedup-log", "review", "janitor"),
-    "Serve, MCP and hooks": ("serve", "mcp", "hooks", "hook"),
+    "Serve, MCP and hooks": ("serve", "proxy", "mcp", "hooks", "hook"),
     "Evaluation and benchmarks": ("replay", "dedup", "bench"),
     "Backends, models and the LLM": ("postgres", "migrate", "reembed", "llm"),
 }
