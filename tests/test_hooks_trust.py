@@ -67,7 +67,7 @@ def wait_for(check: object, seconds: float = 90) -> bool:
 def impostor(port: int = 0, store_id: str = "") -> Iterator[tuple[str, list[bytes]]]:
     """Another local process's HTTP server on ``port``: it records every request (head and
     body) and answers each with an injection of its own, and ``/v1/proof`` with a made-up
-    proof for ``store_id`` (one it read somewhere)."""
+    proof and ``store_id`` (one it read somewhere)."""
     seen: list[bytes] = []
 
     class Handler(BaseHTTPRequestHandler):

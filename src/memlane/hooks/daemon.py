@@ -9,8 +9,8 @@ The record alone is not trusted (a server killed with ``kill -9`` leaves it behi
 may be reused and its port taken by another local process): before it sends the token or a
 prompt, the hook sends a fresh nonce to ``GET /v1/proof`` and the server answers with
 :func:`proof_of` (an HMAC keyed by ``<home>/run/secret``, a random key that only the home's
-owner can read, over the nonce and the store id). An answer that does not match, or a store id
-other than the record's, and the hook sends nothing more to that port (:mod:`memlane.hooks.connect`).
+owner can read, over the nonce and its store id). An answer other than the one the record's
+store id gives, and the hook sends nothing more to that port (:mod:`memlane.hooks.connect`).
 
 When no server serves the home, the hook answers its call in-process and starts a daemon in
 the background (``[hooks] autostart``): ``memlane serve --daemon`` detached from the client

@@ -325,8 +325,9 @@ def create_app(state: ServerState) -> FastAPI:
     @app.get("/v1/proof", include_in_schema=False)
     def proof(nonce: str = "") -> JSONResponse:
         """That this server serves this home's store (no token needed; a hook asks before
-        it sends its token or a prompt): the store id and the HMAC of ``nonce`` keyed by
-        ``<home>/run/secret`` (:func:`memlane.hooks.daemon.proof_of`)."""
+        it sends its token or a prompt): the HMAC of ``nonce`` and the store id keyed by
+        ``<home>/run/secret`` (:func:`memlane.hooks.daemon.proof_of`). The store id itself is
+        not answered: the hook knows it from the record."""
         from memlane.hooks.daemon import proof_of, read_secret
 
         if not 16 <= len(nonce) <= 128 or not nonce.isascii() or not nonce.isalnum():
@@ -334,8 +335,7 @@ def create_app(state: ServerState) -> FastAPI:
         key = read_secret(state.home)
         if key is None:
             return problem(503, "this server has no proof key (run/secret) yet")
-        store_id = state.engine.store_id
-        return JSONResponse({"store_id": store_id, "proof": proof_of(key, nonce, store_id)})
+        return JSONResponse({"proof": proof_of(key, nonce, state.engine.store_id)})
 
     guarded = [Depends(caller)]
     _add_docs(app, guarded)
