@@ -71,7 +71,7 @@ def test_scope_takes_the_run_context_over_the_adapter_and_never_makes_an_owner()
 
 #: Each adapter module, its distribution, a version without its seam, the framework's module.
 ADAPTERS = [
-    ("memlane.integrations.langchain", "langchain", "0.3.27", "langchain"),
+    ("memlane.integrations.langchain", "langchain", "1.0.0", "langchain"),
     ("memlane.integrations.langgraph_store", "langgraph", "0.6.11", "langgraph"),
     ("memlane.integrations.openai_agents", "openai-agents", "0.13.6", "agents"),
     ("memlane.integrations.pydantic_ai", "pydantic-ai-slim", "1.107.10", "pydantic_ai"),

@@ -14,7 +14,8 @@ memlane's scope rule; ``project`` and ``agent`` likewise. The middleware also re
 ``remember`` tool (``remember=False`` leaves it out) that offers a memory to the write path in
 the same scope.
 
-Supported: langchain >=1.0,<2 (the middleware API of ``create_agent``).
+Supported: langchain >=1.1,<2 (``create_agent`` middleware with ``ModelRequest.system_message``, which 1.0
+lacked).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from typing import Any
 
 from memlane.integrations._base import REMEMBER_DOC, Door, require
 
-VERSION = require("langchain", "1.0", "2", "langchain")
+VERSION = require("langchain", "1.1", "2", "langchain")
 
 from langchain.agents.middleware import AgentMiddleware, ModelRequest  # noqa: E402
 from langchain.tools import tool  # noqa: E402
