@@ -439,3 +439,27 @@ def copilot_once(
     if done.returncode != 0:
         raise RuntimeError(f"copilot {prompt!r}: {done.returncode}\n{done.stderr[-3000:]}")
     return done.stdout
+
+
+# ------------------------------------------------------------------------------ OpenCode
+def opencode_config(lab: ClientLab) -> None:
+    """``~/.config/opencode/opencode.json``: the fake chat server as an OpenAI-compatible
+    provider (``fake/fake-model``), no update check, no sharing."""
+    provider = {"npm": "@ai-sdk/openai-compatible", "name": "fake",
+                "options": {"baseURL": f"{lab.fake.url}/v1", "apiKey": "sk-test"},
+                "models": {"fake-model": {"name": "fake-model"}}}  # fmt: skip
+    config = {"provider": {"fake": provider}, "model": "fake/fake-model",
+              "autoupdate": False, "share": "disabled"}  # fmt: skip
+    path = lab.user_home / ".config" / "opencode" / "opencode.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(config, indent=2))
+
+
+def opencode_run(lab: ClientLab, cwd: Path, prompt: str, *, resume: bool) -> str:
+    """``opencode run [--continue] PROMPT``: its stdout."""
+    args = ["opencode", "run", *(["--continue"] if resume else []), prompt]
+    done = subprocess.run(args, cwd=cwd, env=lab.env, stdin=subprocess.DEVNULL,
+                          capture_output=True, text=True, timeout=180)  # fmt: skip
+    if done.returncode != 0:
+        raise RuntimeError(f"opencode {prompt!r}: {done.returncode}\n{done.stderr[-3000:]}")
+    return done.stdout

@@ -262,6 +262,12 @@ def plan(
     """The settings text after installing (or, with ``install=False``, removing) memlane's
     hooks of ``client`` (started with ``command``, on ``home`` when given). Raises
     :class:`InvalidArgument` for a malformed file."""
+    if client == "opencode":  # a plugin file of memlane's own, not hook entries
+        from memlane.hooks.opencode import plugin_text
+
+        before = path.read_text(encoding="utf-8") if path.exists() else None
+        text = plugin_text(command or default_command(), home) if install else ""
+        return Plan(path, before, text)
     old, data = _read(path)
     hooks = _without_memlane(data.get("hooks", {}))
     if install:
@@ -302,6 +308,9 @@ def apply(change: Plan) -> Path | None:
     if not change.changed:
         return None
     path = change.path
+    if not change.new:  # memlane's own file (the OpenCode plugin) uninstalled: removed
+        path.unlink(missing_ok=True)
+        return None
     path.parent.mkdir(parents=True, exist_ok=True)
     backup = None
     if change.old is not None:
