@@ -238,11 +238,11 @@ def open_engine(home: Path) -> MemoryEngine:
     return engine
 
 
-def open_engine_as_is(home: Path) -> MemoryEngine:
-    """The engine of :func:`open_engine` on the store as it is (not seeded)."""
+def open_engine_as_is(home: Path, llm: Any = None) -> MemoryEngine:
+    """The engine of :func:`open_engine` on the store as it is (not seeded), with ``llm``."""
     settings = Settings.load(home, store={"backend": "sqlite", "path": str(home / "memlane.db")})
     embedder = HashEmbedder()
-    return MemoryEngine(settings, open_store(settings, embedder), embedder)
+    return MemoryEngine(settings, open_store(settings, embedder), embedder, llm)
 
 
 def seed(engine: MemoryEngine) -> None:

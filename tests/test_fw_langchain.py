@@ -7,6 +7,7 @@ loop, and the memories an earlier turn showed come back (the middleware's text i
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Iterator
 from contextlib import closing
 from pathlib import Path
@@ -24,18 +25,24 @@ from langgraph.checkpoint.memory import InMemorySaver
 
 from conftest import Backend
 from fw_support import (
+    DEPLOY,
     PROJECT,
     TOOL,
+    TURNS,
     FakeModel,
     check_bob,
     check_remember,
     open_engine,
     open_engine_as_is,
     run_scenario,
+    seed,
 )
+from llm_server import Reply, Script, serve
 from memlane import MemoryEngine
+from memlane.config import LLMSettings
 from memlane.integrations import connect
 from memlane.integrations.langchain import MemlaneMiddleware
+from memlane.llm import make_llm
 from server_support import run_server
 
 
@@ -50,6 +57,9 @@ def engine(tmp_path: Path) -> Iterator[MemoryEngine]:
     engine = open_engine(tmp_path)
     yield engine
     engine.close()
+
+
+LEARNED = {"content": "Alice deploys on Fridays", "type": "fact", "importance": 0.6}
 
 
 @tool(TOOL)
@@ -120,3 +130,23 @@ def test_the_middleware_over_a_memlane_serve_url(model: FakeModel, tmp_path: Pat
             check_remember(model, engine, lambda text: ask(agent, text, thread="w"), "langchain")
         finally:
             engine.close()
+
+
+def test_learn_gives_each_run_to_memlanes_learn(model: FakeModel, tmp_path: Path) -> None:
+    """``learn=True``: after the run, its user and assistant messages go to the configured LLM
+    (a fake OpenAI-compatible one, tests/llm_server.py), whose memories go through the write
+    path in the run's scope; the memlane text the model got is not in what is learned."""
+    script = Script("openai", steps=[Reply(json.dumps({"memories": [LEARNED]}))])
+    with serve(script) as url:
+        llm = make_llm(LLMSettings(provider="openai", model="m", base_url=url, max_retries=0))
+        engine = open_engine_as_is(tmp_path, llm=llm)
+        try:
+            seed(engine)
+            agent = make_agent(model, engine, learn=True)
+            ask(agent, TURNS[0], thread="learned")
+            saved = [m for m in engine.list(owner="alice") if m.content == LEARNED["content"]]
+            assert [(m.project, m.session) for m in saved] == [(PROJECT, "learned")]
+        finally:
+            engine.close()
+    transcript = json.dumps(script.requests[0]["json"])
+    assert TURNS[0] in transcript and DEPLOY not in transcript

@@ -137,6 +137,8 @@ class Door:
       ``(role, text)`` pairs (``kept=False``: the framework does not keep it), ``None`` when there
       is no user message or nothing to show.
     - :meth:`remember` / :meth:`aremember`: the ``remember`` tool's body (the write path).
+    - :meth:`learn`: the conversation's user and assistant messages to memlane's ``learn`` (the
+      configured LLM extracts memories; with the session, only what was not learned before).
 
     ``session`` and ``context`` are what the framework's call gives: a session id or an object /
     mapping naming one (:data:`SESSION_KEYS`), and the run's context (:meth:`Scope.of`); the
@@ -199,3 +201,16 @@ class Door:
 
     async def aremember(self, content: str, *, session: object, context: object) -> str:
         return remember_reply(await self.memory.aadd(content, **self._write(session, context)))
+
+    def learn(
+        self, pairs: Iterable[tuple[str, str]], *, session: object, context: object
+    ) -> list[dict[str, Any]]:
+        messages = [
+            {"role": role, "content": text}
+            for role, text in pairs
+            if role in ("user", "assistant") and text
+        ]
+        if not messages:
+            return []
+        write = self._write(session, context)
+        return self.memory.learn(messages, scope=write["scope"], session=write["session"])

@@ -135,6 +135,15 @@ class Memlane:
     def update(self, memory_id: str, content: str, *, scope: Scope) -> dict[str, Any]:
         raise NotImplementedError
 
+    def learn(
+        self, messages: list[dict[str, str]], *, scope: Scope, session: str | None = None
+    ) -> list[dict[str, Any]]:
+        """Memories the configured LLM extracts from ``messages`` (``{"role", "content"}``),
+        through the write path (:meth:`MemoryEngine.learn`: with a session, only the messages
+        not learned before); each write's ``to_dict()``. Over HTTP the project is not sent
+        (``POST /v1/learn`` takes none: the memories are global)."""
+        raise NotImplementedError
+
     def search(self, query: str, *, scope: Scope, limit: int = 10) -> list[dict[str, Any]]:
         """Hybrid search hits (``memory``, ``score``, ``similarity``, ``ranks``)."""
         raise NotImplementedError
@@ -151,6 +160,9 @@ class Memlane:
 
     async def aturn(self, session: str, message: str, **kw: Any) -> TurnView:
         return await asyncio.to_thread(self.turn, session, message, **kw)
+
+    async def alearn(self, messages: list[dict[str, str]], **kw: Any) -> list[dict[str, Any]]:
+        return await asyncio.to_thread(self.learn, messages, **kw)
 
     async def aadd(self, content: str, **kw: Any) -> dict[str, Any]:
         return await asyncio.to_thread(self.add, content, **kw)
@@ -189,6 +201,14 @@ class EngineClient(Memlane):
             session=session, **fields,
         )  # fmt: skip
         return done.to_dict()
+
+    def learn(
+        self, messages: list[dict[str, str]], *, scope: Scope, session: str | None = None
+    ) -> list[dict[str, Any]]:
+        done = self.engine.learn(
+            messages, owner=scope.owner, agent=scope.agent, project=scope.project, session=session
+        )
+        return [r.to_dict() for r in done]
 
     def update(self, memory_id: str, content: str, *, scope: Scope) -> dict[str, Any]:
         return self.engine.update(
@@ -263,6 +283,13 @@ class HttpClient(Memlane):
             memory["agent"] = names.pop("agent")
         answer = self._call("POST", "/memories", json={**names, "memory": memory})
         return dict(answer["results"][0])
+
+    def learn(
+        self, messages: list[dict[str, str]], *, scope: Scope, session: str | None = None
+    ) -> list[dict[str, Any]]:
+        names = {k: v for k, v in self._names(scope).items() if k != "project"}
+        body = {"messages": messages, **names, **({"session": session} if session else {})}
+        return list(self._call("POST", "/learn", json=body))
 
     def update(self, memory_id: str, content: str, *, scope: Scope) -> dict[str, Any]:
         params = {k: v for k, v in self._names(scope).items() if k != "project"}

@@ -12,7 +12,8 @@ Ids (docs/frameworks.md): the session is the run's ``thread_id`` (``config={"con
 context (``context={"user_id": ...}`` or an object with that attribute), else ``owner=``, else
 memlane's scope rule; ``project`` and ``agent`` likewise. The middleware also registers a
 ``remember`` tool (``remember=False`` leaves it out) that offers a memory to the write path in
-the same scope.
+the same scope; with ``learn=True`` each run's conversation goes to memlane's ``learn`` after the
+run (``after_agent``), when memlane has an LLM configured.
 
 Supported: langchain >=1.1,<2 (``create_agent`` middleware with ``ModelRequest.system_message``, which 1.0
 lacked).
@@ -40,7 +41,7 @@ def _thread_id(config: Mapping[str, Any] | None) -> str | None:
 
 
 def _role(message: BaseMessage) -> str:
-    return "user" if message.type == "human" else message.type
+    return {"human": "user", "ai": "assistant"}.get(message.type, message.type)
 
 
 class MemlaneMiddleware(AgentMiddleware):  # type: ignore[misc]
@@ -51,6 +52,9 @@ class MemlaneMiddleware(AgentMiddleware):  # type: ignore[misc]
         owner, project, agent: the scope when the run's context names none.
         session: the session when the run has no ``thread_id``.
         remember: register the ``remember`` tool.
+        learn: after each run (``after_agent``), give the conversation to memlane's ``learn``
+            (needs an LLM configured in memlane, ``[llm]``; with the session, only the messages
+            not learned before are read).
         token: ``memlane serve``'s bearer token (with a URL).
 
     Raises:
@@ -66,9 +70,11 @@ class MemlaneMiddleware(AgentMiddleware):  # type: ignore[misc]
         agent: str | None = None,
         session: str | None = None,
         remember: bool = True,
+        learn: bool = False,
         token: str | None = None,
     ) -> None:
         super().__init__()
+        self.learn = learn
         hint = "pass config={'configurable': {'thread_id': ...}} to invoke, or session="
         self.door = Door(
             memory, owner=owner, project=project, agent=agent, session=session, token=token,
@@ -103,6 +109,16 @@ class MemlaneMiddleware(AgentMiddleware):  # type: ignore[misc]
     ) -> Any:
         text = await self.door.atext(**self._call(request))
         return await handler(self._request(request, text))
+
+    def after_agent(self, state: Any, runtime: Any) -> None:
+        if self.learn:
+            from langgraph.config import get_config
+
+            self.door.learn(
+                [(_role(m), m.text) for m in state["messages"]],
+                session=_thread_id(get_config()),
+                context=runtime.context,
+            )
 
     def _remember_tool(self) -> Any:
         door = self.door
