@@ -91,15 +91,102 @@ def test_learning_the_same_conversation_twice_adds_nothing_new(
     assert engine.count() == 3
 
 
-@pytest.mark.parametrize("step", [Reply("no json here"), Status(500)], ids=["malformed", "500"])
-def test_a_failed_learn_call_writes_nothing(
-    make_engine: Any, script: Script, base_url: str, step: Any
+def test_a_learn_call_the_model_never_answers_fails_and_writes_nothing(
+    make_engine: Any, script: Script, base_url: str
 ) -> None:
-    script.steps = [step]
+    script.steps = [Status(500)]
     engine = learner_engine(make_engine, script, base_url)
     with pytest.raises(LLMError):
         engine.learn(CHAT)
     assert engine.count() == 0
+
+
+# --- a small model's answers: item by item, one retry -------------------------------------------
+
+
+def test_an_importance_out_of_range_is_clamped_and_the_other_items_are_kept(
+    make_engine: Any, script: Script, base_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    answer = {
+        "memories": [
+            {"content": "The user moved to Berlin last month.", "type": "event", "importance": 1.5},
+            {"content": "The user is vegetarian.", "type": "preference", "importance": 0.8},
+            {"content": "The user plays chess.", "type": "fact", "importance": "0.4"},
+        ]
+    }
+    script.steps = [Reply(json.dumps(answer))]
+    engine = learner_engine(make_engine, script, base_url)
+    with caplog.at_level("WARNING", logger="memlane.llm"):
+        results = engine.learn(CHAT, owner="alice")
+    assert [r.decision for r in results] == [Decision.ADDED] * 3
+    got = {m.content: m.importance for m in engine.list(owner="alice")}
+    assert got == {
+        "The user moved to Berlin last month.": 1.0,  # 1.5 clamped
+        "The user is vegetarian.": 0.8,
+        "The user plays chess.": 0.4,
+    }
+    assert "importance 1.5 out of 0..1, clamped to 1" in caplog.text
+    assert len(script.requests) == 1  # something usable came back: no retry
+
+
+def test_an_item_without_content_is_dropped_and_the_others_are_kept(
+    make_engine: Any, script: Script, base_url: str
+) -> None:
+    answer = {
+        "memories": [
+            {"type": "fact", "importance": 0.5},
+            {"content": 42, "type": "fact"},
+            "not an object but a sentence: the user likes owls.",
+            {"content": "The user is vegetarian.", "type": "preference", "importance": 0.8},
+        ]
+    }
+    script.steps = [Reply(json.dumps(answer))]
+    engine = learner_engine(make_engine, script, base_url)
+    engine.learn(CHAT, owner="alice")
+    assert sorted(m.content for m in engine.list(owner="alice")) == [
+        "The user is vegetarian.",
+        "not an object but a sentence: the user likes owls.",
+    ]
+
+
+def test_nothing_usable_is_asked_again_once_with_the_reason(
+    make_engine: Any, script: Script, base_url: str
+) -> None:
+    script.steps = [
+        Reply('{"memories": [{"content": "  ", "importance": 2}]}'),
+        Reply(json.dumps(LEARNED)),
+    ]
+    engine = learner_engine(make_engine, script, base_url)
+    results = engine.learn(CHAT)
+    assert len(results) == 3 and engine.count() == 3
+    assert len(script.requests) == 2
+    retry = json.dumps(script.requests[1]["json"])
+    assert "could not be used" in retry and "no text in" in retry
+    assert "could not be used" not in json.dumps(script.requests[0]["json"])
+
+
+@pytest.mark.parametrize("second", [Reply("still no json"), Status(500)], ids=["json", "500"])
+def test_two_unusable_answers_learn_nothing_without_failing(
+    make_engine: Any, script: Script, base_url: str, second: Any
+) -> None:
+    script.steps = [Reply("no json here"), second]
+    engine = learner_engine(make_engine, script, base_url)
+    assert engine.learn(CHAT) == []  # the model answered: no error, nothing learned
+    assert engine.count() == 0
+    assert len(script.requests) == 2
+    retry = script.requests[1]["json"]
+    assert 'could not be used: the answer has no "memories" list' in json.dumps(
+        retry, ensure_ascii=False
+    ).replace('\\"', '"')
+
+
+def test_an_empty_list_is_nothing_to_learn_without_a_retry(
+    make_engine: Any, script: Script, base_url: str
+) -> None:
+    script.steps = [Reply('{"memories": []}')]
+    engine = learner_engine(make_engine, script, base_url)
+    assert engine.learn(CHAT) == []
+    assert len(script.requests) == 1
 
 
 def test_learn_without_an_llm_names_the_setting(engine: MemoryEngine) -> None:

@@ -279,6 +279,20 @@ class InjectionSettings(_Section):
     #: Enrich the query with ``recent`` only when the text has fewer content words than this
     #: (0 = never enrich; a large number = always).
     enrich_below_words: int = Field(default=4, ge=0)
+    #: The cut (docs/injection.md, "The cut"): a hit only one leg found enters the block only
+    #: with strong evidence of its own (false: the top ``search_limit`` hits, as before).
+    cut: bool = True
+    #: Candidates per search leg (before: search_limit's 20; deeper lists fuse worse).
+    search_candidates: int = Field(default=10, ge=1, le=1000)
+    #: A hit only the vector leg found: its cosine within this of the query's best (the profile).
+    cut_cosine_gap: float = Field(default=MINILM.cut_cosine_gap, ge=0, le=2)
+    #: A hit only BM25 found: score >= this x the query's best BM25 and >= ``cut_bm25_floor``
+    #: (0.69 = ln 2: one match of a word that half of the owner's memories hold).
+    cut_bm25_relative: float = Field(default=0.55, ge=0, le=1)
+    cut_bm25_floor: float = Field(default=0.69, ge=0)
+    #: A hit both legs found: cosine within this of the best (the profile), or BM25 >= the next.
+    cut_both_cosine_gap: float = Field(default=MINILM.cut_both_cosine_gap, ge=0, le=2)
+    cut_both_bm25_relative: float = Field(default=0.45, ge=0, le=1)
 
     @field_validator("pinned_types", mode="before")
     @classmethod

@@ -32,6 +32,7 @@ SKIP_WORDS: dict[str, str] = {
     "superseded": "a newer version was shown or learned",
     "duplicate_in_batch": "the same as another item of this block",
     "budget": "over the block's token or item budget",
+    "weak_match": "weak evidence: one search leg found it, and weakly (the cut)",
     "trivial": "the message needs no memory (greeting, thanks, ok)",
     "disabled": "contextual injection is off for this agent",
     "ambient_off": "ambient (pinned) injection is off",

@@ -18,7 +18,7 @@ legs (docs/replay.md, "Fusion levers": long assistant answers stored as memories
 Retrieval is data: a :class:`Recipe` names the ranked legs, whether the neighbour and graph legs
 expand the fused list, the floor, and overrides of ``[retrieval]``; :data:`RECIPES` holds the
 search modes. Each leg is one small function (``_vector_leg``, ``_fts_leg``, ``_expired_leg``,
-``_graph_leg``, :func:`_neighbours_in_time`), then the fusion (``_rrf``) and ``_read_hits``.
+``_graph_leg``, :func:`~memlane.retrieval_neighbours.neighbours_in_time`), then the fusion (``_rrf``) and ``_read_hits``.
 
 Fusion: reciprocal rank fusion, ``score = sum_leg weight_leg / (k + rank_leg)`` (Cormack, Clarke &
 Buettcher, SIGIR 2009; ``k = 60`` by default). Relevance floor: a hit is dropped when its cosine to
@@ -29,7 +29,6 @@ break ties (their weight is far below one rank step).
 
 from __future__ import annotations
 
-import bisect
 import heapq
 import math
 from collections.abc import Callable, Mapping, Sequence
@@ -41,6 +40,7 @@ from memlane._text import STOP_WORDS, words
 from memlane.config import RetrievalSettings
 from memlane.embeddings.cache import Embeddings
 from memlane.errors import InvalidArgument
+from memlane.retrieval_neighbours import neighbours_in_time
 from memlane.store.base import (
     MemoryStore,
     SearchReads,
@@ -90,6 +90,8 @@ class Retriever:
         include_inactive: bool = False,
         step: SearchStep | None = None,
         project: str | None = None,
+        evidence: LegScores | None = None,
+        depth: int | None = None,
     ) -> list[SearchHit]:
         """Search ``owner``'s memories (``agent``'s and shared ones, when given; ``project``'s
         and the owner's global ones, when given: :mod:`memlane.scope`) for ``query``; at most
@@ -105,7 +107,11 @@ class Retriever:
         injects). ``step``: the store's search step of this scope when the caller started it
         (the injection reads its turn's context in the step's first round trip); else one is
         started here (:meth:`~memlane.store.base.MemoryStore.search_step`: a search in two round
-        trips). Raises :class:`InvalidArgument` for an empty query, a bad mode, limit or type.
+        trips). ``evidence``: filled with each full-text hit's BM25 score and the query's best
+        cosine and BM25 score (the injection's cut weighs the legs' own scores,
+        :mod:`memlane.injection.cut`). ``depth``: candidates per ranked leg (default
+        ``max(candidates, limit)``). Raises :class:`InvalidArgument` for an empty query, a bad
+        mode, limit or type.
         """
         return _search(
             self.store,
@@ -121,7 +127,22 @@ class Retriever:
             include_inactive=include_inactive,
             step=step,
             project=project,
+            evidence=evidence,
+            depth=depth,
         )
+
+
+@dataclass(slots=True)
+class LegScores:
+    """The legs' own scores of one search (:meth:`Retriever.search`'s ``evidence``): ``bm25``
+    (memory id -> Okapi BM25 score of each full-text candidate, 0 upwards: a match on a term
+    that half of the owner's memories hold scores about ln 2 = 0.69 at average length),
+    ``top_bm25`` (the best of them, 0 when the leg found nothing), ``best_cosine`` (the best
+    cosine of any candidate to the query, the relevance floor's reference; 0 when none)."""
+
+    bm25: dict[str, float] = field(default_factory=dict)
+    top_bm25: float = 0.0
+    best_cosine: float = 0.0
 
 
 #: How many of the scope's most recent expired memories ``include_inactive`` ranks (by cosine).
@@ -197,6 +218,8 @@ class _Query:
     depth: int
     #: That project's and global memories (``None``: every project's).
     project: str | None = None
+    #: The full-text leg's BM25 scores (id -> score).
+    bm25: dict[str, float] = field(default_factory=dict)
 
 
 def _vector_leg(q: _Query, cosine: dict[str, float]) -> list[str]:
@@ -213,6 +236,7 @@ def _fts_leg(q: _Query, cosine: dict[str, float]) -> list[str]:
     (when set: their cosines are read, and go to ``cosine``)."""
     depth = q.cfg.fts_candidates or q.depth
     hits = q.store.fts_search(q.owner, q.agent, q.text, depth, q.types, q.project)
+    q.bm25.update((hit.id, hit.score) for hit in hits)
     ids = [hit.id for hit in hits]
     if q.cfg.fts_floor_relative <= 0 or not ids:
         return ids
@@ -290,6 +314,8 @@ def _search(
     include_inactive: bool = False,
     step: SearchStep | None = None,
     project: str | None = None,
+    evidence: LegScores | None = None,
+    depth: int | None = None,
 ) -> list[SearchHit]:
     if not isinstance(query, str) or not query.strip():
         raise InvalidArgument("query is empty: give some text to search for")
@@ -303,7 +329,7 @@ def _search(
     # The legs filter by type themselves; graph neighbours are filtered when read.
     q = _Query(
         store, cfg, query, embeddings.embed_query(query), owner, agent, type_set,
-        max(cfg.candidates, limit), project,
+        depth or max(cfg.candidates, limit), project,
     )  # fmt: skip
     legs = list(recipe.legs)
     if include_inactive and "vector" in legs:
@@ -331,7 +357,7 @@ def _search(
     scores = {mid: _rrf(r, weights, cfg.rrf_k) * factor.get(mid, 1.0) for mid, r in ranks.items()}
     nearby: dict[str, float] = {}
     if recipe.expand and cfg.neighbour_seeds and cfg.neighbour_weight > 0:
-        nearby = _neighbours_in_time(q.store, owner, scores, cfg, known)
+        nearby = neighbours_in_time(q.store, owner, scores, cfg, known)
         for rank, mid in enumerate(_by_score(nearby), start=1):
             ranks[mid] = {"neighbour": rank}
             scores[mid] = nearby[mid]
@@ -345,6 +371,10 @@ def _search(
     missing = [mid for mid in ranks if mid not in cosine]
     if missing:
         cosine.update(q.store.cosines(owner, missing, q.qvec))
+    if evidence is not None:
+        evidence.bm25 = {mid: q.bm25[mid] for mid in ranks if mid in q.bm25}
+        evidence.top_bm25 = max(evidence.bm25.values(), default=0.0)
+        evidence.best_cosine = max(cosine.values(), default=0.0)
     allowed = (Status.ACTIVE, Status.SUPERSEDED) if include_inactive else (Status.ACTIVE,)
     hits = _read_hits(q, ranks, scores, cosine, limit, recipe.floor, allowed, known)
     if record_access and hits:
@@ -427,42 +457,6 @@ def _long_memories(q: _Query, ids: list[str]) -> tuple[dict[str, Memory], dict[s
         if len(memory.content) > n and len(memory.content.split(maxsplit=n)) > n
     }
     return known, factor
-
-
-def _neighbours_in_time(
-    store: SearchReads,
-    owner: str,
-    scores: dict[str, float],
-    cfg: RetrievalSettings,
-    known: Mapping[str, Memory],
-) -> dict[str, float]:
-    """The memories written just before and just after each of the top ``neighbour_seeds``
-    fused hits in the same session (a conversation's observations are written in order, and a
-    question's evidence often spans adjacent turns), not already candidates: id -> score,
-    ``neighbour_weight`` times the seed's fused score (the best seed's when several). Ids are
-    UUIDv7, so sorting a session's ids sorts them by creation time. Seeds in ``known`` (read by
-    the fusion already) are not read again."""
-    seeds = sorted(scores, key=scores.__getitem__, reverse=True)[: cfg.neighbour_seeds]
-    unread = [seed for seed in seeds if seed not in known]  # ``known``: read by the fusion
-    seed_memories = {**known, **store.get_many(owner, unread)} if unread else known
-    sessions: dict[str, list[str]] = {}
-    found: dict[str, float] = {}
-    for seed in seeds:
-        memory = seed_memories.get(seed)
-        if memory is None or not memory.session:
-            continue
-        row = sessions.get(memory.session)
-        if row is None:
-            row = sessions[memory.session] = sorted(
-                store.session_memory_ids(owner, memory.session, None)
-            )
-        at = bisect.bisect_left(row, seed)
-        if at >= len(row) or row[at] != seed:
-            continue
-        for other in row[max(0, at - 1) : at] + row[at + 1 : at + 2]:
-            if other not in scores:
-                found[other] = max(found.get(other, 0.0), cfg.neighbour_weight * scores[seed])
-    return found
 
 
 def _tie_break(memory: Memory, now_ts: float) -> float:

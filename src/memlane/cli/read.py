@@ -18,6 +18,7 @@ from memlane.cli.app import (
     out,
     print_json,
 )
+from memlane.cli.inject_explain import explain_rows, explain_table
 from memlane.cli.render import (
     command,
     engine_for,
@@ -26,6 +27,7 @@ from memlane.cli.render import (
     table,
 )
 from memlane.explain import SKIP_WORDS
+from memlane.injection.cut import explaining
 from memlane.types import Injection, MemoryType
 
 TYPE_NAMES = ", ".join(t.value for t in MemoryType)
@@ -155,6 +157,14 @@ def inject(
         typer.Option("--recent", help="A recent exchange enriching the query (repeatable)."),
     ] = None,
     project: ProjectOption = None,
+    explain: Annotated[
+        bool,
+        typer.Option(
+            "--explain",
+            help='Also show (on stderr; with --json, under "explain") each candidate\'s leg '
+            "ranks and scores and the rule that kept or cut it.",
+        ),
+    ] = False,
     home: HomeOption = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -167,13 +177,18 @@ def inject(
 
     Example:  memlane inject "Which editor should I install?" --session chat-1 --owner alice
     """
-    with engine_for(home) as engine:
+    with engine_for(home) as engine, explaining() as verdicts:
         injection = engine.inject(
             session, text, owner=owner, agent=agent, recent=recent, project=project_for(project)
         )
     if as_json:
-        print_json(injection.to_dict())
+        shown = injection.to_dict()
+        if explain:
+            shown["explain"] = explain_rows(verdicts, injection)
+        print_json(shown)
         return
+    if explain:
+        err.print(explain_table(verdicts, injection))
     if injection.block:
         out.print(Text(injection.block))
     else:

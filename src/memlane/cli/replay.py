@@ -23,13 +23,18 @@ def run_replay(
     source: str,
     learn: bool = False,
     recipes: tuple[Any, ...] = (),
+    score_only: bool = False,
 ) -> dict[str, Any]:
     """Replay ``chosen`` conversations on a fresh engine with a progress bar on stderr; returns
-    the report (shared by ``memlane replay`` and ``make demo``)."""
+    the report (shared by ``memlane replay`` and ``make demo``). ``score_only``: score the
+    questions on the store ``home`` holds (:mod:`memlane.eval.replay.stored`)."""
     from memlane.eval.replay import open_replay_engine, replay
 
+    if score_only and home is None:
+        raise InvalidArgument("--score-only scores a kept store: give its folder with --home")
+    owners = [] if score_only else [c.sample_id for c in chosen]
     with (
-        open_replay_engine(home, owners=[c.sample_id for c in chosen]) as engine,
+        open_replay_engine(home, owners=owners) as engine,
         progress_bar(transient=True) as bar,
     ):
         task = bar.add_task("loading the model", total=None)
@@ -37,6 +42,10 @@ def run_replay(
         def progress(done: int, total: int, description: str) -> None:
             bar.update(task, completed=done, total=total, description=description)
 
+        if score_only:
+            from memlane.eval.replay.stored import score_stored
+
+            return score_stored(engine, chosen, progress=progress, source=source, recipes=recipes)
         return replay(
             engine, chosen, progress=progress, source=source, learn=learn, recipes=recipes
         )
@@ -92,6 +101,14 @@ def replay_command(
             "modes (repeatable; names: memlane.retrieval.RECIPES and LEVERS).",
         ),
     ] = None,
+    score_only: Annotated[
+        bool,
+        typer.Option(
+            "--score-only",
+            help="Do not replay: score the questions (retrieval, first-turn injection) on the "
+            "store a replay kept in --home (after a change to search or injection).",
+        ),
+    ] = False,
     as_json: JsonOption = False,
 ) -> None:
     """Replay LoCoMo conversations or BEAM chats: store each session's observations (or, with
@@ -107,7 +124,14 @@ def replay_command(
             raise InvalidArgument(f"--out {report_out} is a folder: give a file name")
         recipes = tuple(named_recipe(name) for name in recipe or [])
         chosen = select_conversations(load_conversations(file), conversations)
-        report = run_replay(chosen, home=home, source=str(file), learn=learn, recipes=recipes)
+        report = run_replay(
+            chosen,
+            home=home,
+            source=str(file),
+            learn=learn,
+            recipes=recipes,
+            score_only=score_only,
+        )
         if report_out is not None:
             report_out.parent.mkdir(parents=True, exist_ok=True)
             report_out.write_text(
@@ -161,6 +185,23 @@ def print_summary(report: dict[str, Any]) -> None:
         ),
     )
     out.print(table)
+
+    first = report.get("injection_first_turn") or {}
+    if first:
+        table = Table(title="Injection, each question as the first turn of a fresh session")
+        table.add_column("block")
+        for mode in first:
+            table.add_column(mode, justify="right")
+        for key, label, fmt in (
+            ("items_mean", "items (mean)", "{:.1f}"),
+            ("items_median", "items (median)", "{}"),
+            ("chars_mean", "characters (mean)", "{:,.0f}"),
+            ("empty_blocks", "questions without a block", "{}"),
+            ("precision", "precision (items citing evidence / items)", "{:.3f}"),
+            ("recall", "recall (evidence covered)", "{:.3f}"),
+        ):
+            table.add_row(label, *(fmt.format(first[m][key]) for m in first))
+        out.print(table)
 
     table = Table(title="Injection and memories")
     table.add_column("metric")

@@ -27,7 +27,9 @@ class Profile:
     ``auto_reject`` / ``replace`` / ``gray_low``: ``[dedup]`` thresholds (cosine, 0..1);
     ``semantic_threshold``: ``[injection]`` (cosine above which a memory is not injected next to
     one already injected); ``floor_relative`` / ``floor_absolute``: ``[retrieval]`` relevance
-    floor; ``query_prefix`` / ``passage_prefix``: text the model expects before a search query
+    floor; ``cut_cosine_gap`` / ``cut_both_cosine_gap``: ``[injection]`` cut (how far below the
+    query's best cosine a hit only the vector leg found, or both legs found, may be and still
+    enter the block; :mod:`memlane.injection.cut`); ``query_prefix`` / ``passage_prefix``: text the model expects before a search query
     and before a stored text (e5: ``"query: "`` / ``"passage: "``; added by memlane unless the
     embedder adds them itself); ``dimension``: vector length; ``cos_unrelated`` /
     ``cos_duplicate``: medians of STS-B dev non-duplicate and duplicate pairs (the two anchors
@@ -45,6 +47,8 @@ class Profile:
     floor_absolute: float
     query_prefix: str = ""
     passage_prefix: str = ""
+    cut_cosine_gap: float = 0.11
+    cut_both_cosine_gap: float = 0.15
     cos_unrelated: float | None = None
     cos_duplicate: float | None = None
     calibrated: bool = True
@@ -65,7 +69,7 @@ class Profile:
 PROFILE_KEYS: dict[str, tuple[str, ...]] = {
     "dedup": ("auto_reject", "replace", "gray_low"),
     "retrieval": ("floor_relative", "floor_absolute"),
-    "injection": ("semantic_threshold",),
+    "injection": ("semantic_threshold", "cut_cosine_gap", "cut_both_cosine_gap"),
 }
 
 #: all-MiniLM-L6-v2 (int8 default and fp32 reference: the same thresholds come out of both
@@ -79,6 +83,8 @@ MINILM = Profile(
     semantic_threshold=0.85,
     floor_relative=0.5,
     floor_absolute=0.1,
+    cut_cosine_gap=0.11,
+    cut_both_cosine_gap=0.15,
     cos_unrelated=0.5421,
     cos_duplicate=0.883,
     source="memlane dedup calibrate --profile, int8 and fp32 (docs/embeddings.md)",
@@ -98,6 +104,10 @@ E5_SMALL = Profile(
     floor_absolute=0.77,
     query_prefix="query: ",
     passage_prefix="passage: ",
+    # MiniLM's gaps carried to this scale (x (0.9666 - 0.8827) / (0.883 - 0.5421) = x 0.246, the
+    # rule of derive_profile); not measured on a replay with this model
+    cut_cosine_gap=0.027,
+    cut_both_cosine_gap=0.037,
     cos_unrelated=0.8827,
     cos_duplicate=0.9666,
     source="memlane dedup calibrate --profile (docs/embeddings.md)",
@@ -118,6 +128,9 @@ MINILM_Q8 = Profile(
     semantic_threshold=0.84,
     floor_relative=0.51,
     floor_absolute=0.12,
+    # MiniLM's gaps carried to this scale (x 0.965, derive_profile's rule); not measured
+    cut_cosine_gap=0.106,
+    cut_both_cosine_gap=0.145,
     cos_unrelated=0.5461,
     cos_duplicate=0.8752,
     source="memlane dedup calibrate --profile (docs/embeddings.md)",

@@ -281,7 +281,8 @@ def derive_profile(
     - ``semantic_threshold``, ``floor_absolute``, ``floor_relative``: MiniLM's values (0.85,
       0.1, 0.5, tuned on its scale) carried to this model's scale by the affine map that sends
       MiniLM's two anchors (median cosine of STS-B non-duplicates and of duplicates) to this
-      model's; the relative floor as the ratio of the mapped floor at MiniLM's duplicate median.
+      model's; the relative floor as the ratio of the mapped floor at MiniLM's duplicate median;
+      ``cut_cosine_gap`` / ``cut_both_cosine_gap`` (distances) scaled by the same map's slope.
 
     Raises:
         ValueError: a file's results are missing.
@@ -308,6 +309,7 @@ def derive_profile(
 
     floor_absolute = round(max(-1.0, min(1.0, carried(MINILM.floor_absolute))), 2)
     floor_at = carried(MINILM.floor_relative * ref_hi) / carried(ref_hi)
+    scale = (hi - lo) / (ref_hi - ref_lo)  # a distance on MiniLM's scale, on this model's
     return Profile(
         model=model,
         dimension=dimension,
@@ -317,6 +319,8 @@ def derive_profile(
         semantic_threshold=round(min(0.99, carried(MINILM.semantic_threshold)), 2),
         floor_relative=round(max(0.0, min(1.0, floor_at)), 2),
         floor_absolute=floor_absolute,
+        cut_cosine_gap=round(MINILM.cut_cosine_gap * scale, 3),
+        cut_both_cosine_gap=round(MINILM.cut_both_cosine_gap * scale, 3),
         query_prefix=query_prefix,
         passage_prefix=passage_prefix,
         cos_unrelated=round(lo, 4),

@@ -6,7 +6,8 @@ Steps (the design's eight):
 2. the query is the user text, enriched with the recent exchanges when given and the text is a
    follow-up with few content words of its own (``enrich_below_words``);
 3. pinned types first when ``ambient_enabled`` (``pinned_types``/``pinned_limit``/``pinned_sort``),
-   then the contextual hybrid search;
+   then the contextual hybrid search, whose weak single-leg hits are cut
+   (:mod:`memlane.injection.cut`, ``skipped["weak_match"]``);
 4. memories learned in this session after its last reset are excluded (feedback-loop guard);
 5. dedup against the session: ids injected within ``context_window_depth`` turns, the same id or
    content hash twice in this batch, cosine above ``semantic_threshold`` to a memory injected
@@ -39,9 +40,10 @@ from memlane.embeddings.cache import Embeddings
 from memlane.errors import InvalidArgument
 from memlane.history import INJECTION_BLOCK_PREFIX, is_injection_text
 from memlane.injection.agree import NearPairs
+from memlane.injection.cut import WEAK, cut
 from memlane.injection.sessions import check_session, injected_within
 from memlane.injection.trivial import is_trivial
-from memlane.retrieval import Retriever, query_terms
+from memlane.retrieval import LegScores, Retriever, query_terms
 from memlane.store.base import MemoryStore, PinnedQuery, TurnQuery, TurnStart
 from memlane.types import InjectedItem, Injection, Memory, PinnedSort
 
@@ -253,6 +255,7 @@ class Injector:
         assert context is not None  # asked with a turn
         same_session = context.same_session | set(known)
         pinned_pool = [(m, m.importance) for m in context.pinned]
+        evidence = LegScores()
         hits = self.retriever.search(
             query,
             owner=owner,
@@ -261,7 +264,12 @@ class Injector:
             record_access=False,
             step=step,
             project=project,
+            evidence=evidence,
+            depth=cfg.search_candidates + len(same_session),  # docs/replay.md
         )
+        hits, weak = cut(hits, evidence, cfg)  # the legs' own evidence (injection/cut.py)
+        if weak:
+            skipped[WEAK] += weak
         contextual_pool = [(h.memory, h.score) for h in hits]
 
         # Steps 4-6 and the record: one write transaction on a fresh read of the session (the

@@ -57,6 +57,11 @@ number}}]}} (an empty list when nothing is worth keeping)."""
 
 LEARN_USER = "Conversation:\n{transcript}"
 
+#: Added to the learn prompt once when the first answer held nothing usable (``problem``: why).
+LEARN_RETRY = """\
+Your previous answer could not be used: {problem}. Answer again with one JSON object only: \
+{{"memories": [{{"content": string, "type": string, "importance": number from 0 to 1}}]}}."""
+
 JANITOR_SYSTEM = """\
 You clean up the long-term memory of an AI assistant. You get a numbered list of stored \
 memories that look alike. Decide which of them say the same thing (the same facts, maybe in \

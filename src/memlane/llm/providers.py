@@ -17,6 +17,7 @@ import json
 import logging
 import os
 import time
+from collections.abc import Callable
 from types import ModuleType
 from typing import Any, TypeVar
 
@@ -37,10 +38,20 @@ from memlane.llm.formats import (
     with_schema,
     without_lengths,
 )
+from memlane.llm.salvage import salvage_learn
 
 log = logging.getLogger("memlane.llm")
 
 _A = TypeVar("_A", bound=BaseModel)
+_T = TypeVar("_T")
+
+
+class Malformed(LLMError):
+    """The model answered, but nothing usable (``problem``: why, in a few words, for a retry)."""
+
+    def __init__(self, message: str, problem: str) -> None:
+        super().__init__(message)
+        self.problem = problem
 
 
 def _api_key(settings: LLMSettings) -> str:
@@ -123,6 +134,19 @@ class ChatLLM:
                     raise
 
     def _ask(self, system: str, user: str, answer: type[_A], purpose: str) -> _A:
+        return self._call(system, user, answer, purpose, lambda text: _validate(answer, text))
+
+    def _call(
+        self,
+        system: str,
+        user: str,
+        answer: type[BaseModel],
+        purpose: str,
+        parse: Callable[[str], _T],
+    ) -> _T:
+        """One call asking for ``answer``'s schema, its text read by ``parse`` (which raises
+        :class:`ValidationError` or :class:`ValueError` for an unusable answer: then
+        :class:`Malformed`). Logged and counted."""
         start = time.perf_counter()
         tokens_in = tokens_out = 0
         ok = refused = malformed = False
@@ -131,15 +155,23 @@ class ChatLLM:
                 system, user, answer.__name__, P.json_schema(answer)
             )
             try:
-                parsed = _validate(answer, text)
+                parsed = parse(text)
             except ValidationError as exc:
                 malformed = True
                 first = exc.errors()[0]
                 where = ".".join(str(x) for x in first["loc"]) or "answer"
-                raise LLMError(
+                raise Malformed(
                     f"{self.provider} model {self.model!r} gave a malformed {purpose} answer "
                     f"({first['type']} at {where}: {first['msg']}; it answered "
-                    f"{_excerpt(text)})"
+                    f"{_excerpt(text)})",
+                    f"{where}: {first['msg']}",
+                ) from None
+            except ValueError as exc:
+                malformed = True
+                raise Malformed(
+                    f"{self.provider} model {self.model!r} gave a malformed {purpose} answer "
+                    f"({exc}; it answered {_excerpt(text)})",
+                    str(exc),
                 ) from None
             ok = True
             return parsed
@@ -219,10 +251,24 @@ class ChatLLM:
         )
 
     def extract_memories(self, transcript: str) -> list[ExtractedMemory]:
-        """Memories worth keeping from ``transcript``. Raises :class:`LLMError`."""
+        """Memories worth keeping from ``transcript``, the answer read item by item
+        (:func:`memlane.llm.salvage.salvage_learn`: a bad field costs that field, a bad item that
+        item). When nothing usable came back, the model is asked once more with the reason
+        (:data:`~memlane.llm.prompts.LEARN_RETRY`); when that answer is unusable too, or the
+        retry is not answered, nothing is learned (a WARNING on ``memlane.llm``; counted as
+        malformed). Raises :class:`LLMError` only when the model never answered (timeout,
+        HTTP error, connection closed)."""
         user = P.LEARN_USER.format(transcript=transcript)
-        a = self._ask(P.LEARN_SYSTEM, user, P.LearnAnswer, "learn")
-        return [ExtractedMemory(m.content.strip(), m.type, m.importance) for m in a.memories]
+        try:
+            return self._call(P.LEARN_SYSTEM, user, P.LearnAnswer, "learn", salvage_learn)
+        except Malformed as exc:
+            problem = exc.problem
+        again = f"{user}\n\n{P.LEARN_RETRY.format(problem=problem)}"
+        try:
+            return self._call(P.LEARN_SYSTEM, again, P.LearnAnswer, "learn", salvage_learn)
+        except LLMError as exc:
+            log.warning("learn: nothing usable in two answers, nothing learned (%s)", exc)
+            return []
 
 
 class OpenAILLM(ChatLLM):

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from memlane.config import Settings
+from memlane.eval.replay.firstturn import FirstTurn, first_turn_report
 from memlane.eval.replay.locomo import CATEGORIES
 from memlane.eval.timing import percentile
 
@@ -53,6 +54,8 @@ class ConversationStats:
     )
     unresolved_questions: int = 0
     seconds: float = 0.0
+    #: Mode -> each question's block as the first turn of a fresh session (firstturn.py).
+    first_turn: dict[str, list[FirstTurn]] = field(default_factory=dict)
 
 
 def latency(values: Sequence[float]) -> dict[str, float]:
@@ -130,7 +133,14 @@ def _sections(stats: Sequence[ConversationStats]) -> dict[str, Any]:
             "tokens_ratio": round(tokens / naive, 4) if naive else 0.0,
         },
         "retrieval": _retrieval(stats),
+        "injection_first_turn": first_turn_report(
+            {m: [r for s in stats for r in s.first_turn.get(m, [])] for m in _modes(stats)}
+        ),
     }
+
+
+def _modes(stats: Sequence[ConversationStats]) -> list[str]:
+    return list(dict.fromkeys(m for s in stats for m in s.first_turn))
 
 
 def build_report(

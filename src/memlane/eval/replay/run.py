@@ -38,6 +38,7 @@ from memlane.embeddings import Embedder
 from memlane.engine import MemoryEngine, MemoryInput
 from memlane.errors import InvalidArgument
 from memlane.eval.replay.beam import BeamChat, BeamQuestion, is_beam, load_beam
+from memlane.eval.replay.firstturn import score_first_turns
 from memlane.eval.replay.locomo import (
     Conversation,
     Question,
@@ -198,6 +199,7 @@ def _replay_one(
     st.stored = engine.count(owner)
 
     _score_questions(engine, st, owner, conv.questions, advance, recipes)
+    score_first_turns(engine, owner, conv.questions, _evidence, st.first_turn)
     st.seconds = time.perf_counter() - started
     return st
 
@@ -370,6 +372,7 @@ def _replay_beam_one(
         _store(engine, st, pending)
     st.stored = engine.count(owner)
     _score_questions(engine, st, owner, chat.questions, advance, recipes)
+    score_first_turns(engine, owner, chat.questions, _evidence, st.first_turn)
     st.seconds = time.perf_counter() - started
     return st
 

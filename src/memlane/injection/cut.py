@@ -1,0 +1,150 @@
+"""The injection's cut: which search hits hold enough evidence to enter the block.
+
+A block is read by the model on every turn, so a memory in it that the turn does not need is
+noise the model pays for. The hybrid search fuses its legs by rank (:mod:`memlane.retrieval`),
+and a rank says nothing about how strong a leg's evidence was: a word that stands in nearly every
+memory of an owner (her name) puts nearly every memory on the full-text list, each with a rank.
+So the cut weighs each hit by the legs' own scores (:class:`memlane.retrieval.LegScores`):
+
+- a hit **both ranked legs** found (vector and full text) is kept when one of them holds it
+  strongly: its cosine within ``cut_both_cosine_gap`` of the query's best cosine, or its BM25
+  score at least ``cut_both_bm25_relative`` times the query's best (both looser than the bars
+  below: two legs agreeing is evidence of its own);
+- a hit **only the full-text leg** found is kept when its BM25 score is at least
+  ``cut_bm25_relative`` times the query's best BM25 score and at least ``cut_bm25_floor``. BM25
+  weighs each matched term by its IDF over the owner's memories, so a hit carried by a word most
+  of them share scores near nothing: ``cut_bm25_floor`` (0.69 = ln 2) is the score of one match,
+  at average length, of a word that half of the owner's memories hold;
+- a hit **only the vector leg** found (or only the neighbour or graph leg: it is judged by its
+  own cosine) is kept when its cosine is within ``cut_cosine_gap`` of the query's best cosine.
+  The gap is a distance on the model's cosine scale, so it is calibrated per embedding model
+  (:mod:`memlane.embeddings.profiles`).
+
+A focused question has one or two strong hits and the rest fall away; a broad one has many hits
+near the best, and they stay: the cut adapts to the query. ``cut = false`` turns it off (the
+block is then the top ``search_limit`` hits, as before). Chosen on LoCoMo dev and BEAM 100K chats
+1-10 (docs/replay.md, "Injection precision").
+
+:func:`explaining` collects every candidate's :class:`Verdict` (its legs' ranks and scores and the
+rule that kept or cut it, in words) for ``memlane inject --explain``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
+
+from memlane.config import InjectionSettings
+from memlane.retrieval import LegScores
+from memlane.types import Memory, SearchHit
+
+#: ``skipped`` key of a hit the cut left out.
+WEAK = "weak_match"
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """One candidate of a turn: its memory, its rank in each leg that found it (``vector``,
+    ``fts``, ``neighbour``, ``graph``), its cosine to the query, its BM25 score (``None``: the
+    full-text leg did not find it), whether the cut kept it, and why (``rule``, in words)."""
+
+    memory: Memory
+    ranks: Mapping[str, int]
+    cosine: float
+    bm25: float | None
+    kept: bool
+    rule: str
+
+
+def judge(
+    ranks: Mapping[str, int],
+    cosine: float,
+    bm25: float | None,
+    evidence: LegScores,
+    cfg: InjectionSettings,
+) -> tuple[bool, str]:
+    """Whether a hit with these ``ranks`` (leg -> rank), ``cosine`` and ``bm25`` enters the block
+    of a query whose legs scored ``evidence``; and the rule, in words."""
+    best_cos, top = evidence.best_cosine, evidence.top_bm25
+    if not cfg.cut:
+        return True, "kept: the cut is off (cut = false)"
+    if "vector" in ranks and "fts" in ranks:
+        found = (
+            f"both legs found it (vector #{ranks['vector']}, cosine {cosine:.3f}, "
+            f"{best_cos - cosine:.3f} below the best {best_cos:.3f}; full-text #{ranks['fts']}, "
+            f"BM25 {bm25 or 0.0:.2f} of the best {top:.2f})"
+        )
+        both_gap, both_rel = cfg.cut_both_cosine_gap, cfg.cut_both_bm25_relative
+        if best_cos - cosine <= both_gap or (bm25 or 0.0) >= both_rel * top:
+            return True, f"kept: {found}; one of them within {both_gap:g} / {both_rel:g} x"
+        return False, (
+            f"cut: {found}; neither within {both_gap:g} of the best cosine nor "
+            f"{both_rel:g} x the best BM25"
+        )
+    if "fts" in ranks:
+        score = bm25 or 0.0
+        need = max(cfg.cut_bm25_relative * top, cfg.cut_bm25_floor)
+        if score >= need:
+            return True, (
+                f"kept: only full-text found it (#{ranks['fts']}); BM25 {score:.2f} >= {need:.2f} "
+                f"({cfg.cut_bm25_relative:g} x the best {top:.2f}, at least "
+                f"{cfg.cut_bm25_floor:g})"
+            )
+        common = " (its matched words are common in this owner's memories)" * (
+            score < cfg.cut_bm25_floor
+        )
+        return False, (
+            f"cut: only full-text found it (#{ranks['fts']}) and its BM25 {score:.2f} is below "
+            f"{need:.2f} ({cfg.cut_bm25_relative:g} x the best {top:.2f}, at least "
+            f"{cfg.cut_bm25_floor:g}){common}"
+        )
+    leg = "the vector leg" if "vector" in ranks else f"the {'/'.join(ranks) or 'no'} leg"
+    where = f" (#{ranks['vector']})" if "vector" in ranks else ""
+    gap = best_cos - cosine
+    if gap <= cfg.cut_cosine_gap:
+        return True, (
+            f"kept: only {leg} found it{where}; cosine {cosine:.3f} is within "
+            f"{cfg.cut_cosine_gap:g} of the best ({best_cos:.3f})"
+        )
+    return False, (
+        f"cut: only {leg} found it{where} and its cosine {cosine:.3f} is {gap:.3f} below the "
+        f"best ({best_cos:.3f}; at most {cfg.cut_cosine_gap:g} allowed)"
+    )
+
+
+def cut(
+    hits: Sequence[SearchHit], evidence: LegScores, cfg: InjectionSettings
+) -> tuple[list[SearchHit], int]:
+    """The ``hits`` that enter the block (in their order) and how many were cut; each verdict
+    goes to the collector of :func:`explaining` when one is open."""
+    kept: list[SearchHit] = []
+    notes = _COLLECT.get()
+    for hit in hits:
+        bm25 = evidence.bm25.get(hit.memory.id)
+        ok, rule = judge(hit.ranks, hit.similarity, bm25, evidence, cfg)
+        if ok:
+            kept.append(hit)
+        if notes is not None:
+            notes.append(Verdict(hit.memory, dict(hit.ranks), hit.similarity, bm25, ok, rule))
+    return kept, len(hits) - len(kept)
+
+
+_COLLECT: ContextVar[list[Verdict] | None] = ContextVar("memlane_inject_explain", default=None)
+
+
+@contextmanager
+def explaining() -> Iterator[list[Verdict]]:
+    """Collect the :class:`Verdict` of every contextual candidate of the injections made inside
+    the ``with`` block (this thread / task only), in search order::
+
+        with explaining() as verdicts:
+            engine.inject(session, text, owner="alice")
+    """
+    notes: list[Verdict] = []
+    token = _COLLECT.set(notes)
+    try:
+        yield notes
+    finally:
+        _COLLECT.reset(token)
