@@ -174,10 +174,12 @@ def test_two_unusable_answers_learn_nothing_without_failing(
     assert engine.learn(CHAT) == []  # the model answered: no error, nothing learned
     assert engine.count() == 0
     assert len(script.requests) == 2
-    retry = script.requests[1]["json"]
-    assert 'could not be used: the answer has no "memories" list' in json.dumps(
-        retry, ensure_ascii=False
-    ).replace('\\"', '"')
+    retry = " ".join(str(m["content"]) for m in script.requests[1]["json"]["messages"])
+    # the reason is in the retry (no JSON at all, or JSON without the list: the form decides)
+    assert (
+        'could not be used: the answer has no "memories" list' in retry
+        or "could not be used: the answer is not a JSON object" in retry
+    ), retry
 
 
 def test_an_empty_list_is_nothing_to_learn_without_a_retry(
