@@ -19,8 +19,8 @@ twice never finds a question's session already used).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
 from collections import Counter
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
