@@ -87,6 +87,10 @@ def test_bench_hooks_times_fresh_hook_processes_and_mcp(
         assert 0 < path["p50_ms"] <= path["p95_ms"] <= path["max_ms"]
     assert report["mcp"]["errors"] == 0 and report["mcp"]["calls_per_tool"] == 4
     assert report["mcp"]["recall"]["p95_ms"] > 0
+    # every client's prompt hook (its event, payload shape, --client) against the server
+    clients = report["per_client"]
+    assert set(clients) == {"claude-code", "gemini", "codex", "qwen", "copilot", "opencode"}
+    assert all(r["runs"] == 4 and r["failures"] == 0 for r in clients.values()), clients
     # no server configured: the first call starts the daemon, the next ones use it once up
     alone = report["no_server_configured"]
     assert alone["first_failures"] == 0 and alone["first_ms"] > 0

@@ -344,6 +344,10 @@ def bench_hooks_cmd(
             str(r["printed"]),
             str(r["failures"]),
         )
+    for client, r in result.get("per_client", {}).items():
+        table.add_row(f"{client} hook, memlane serve", f"{r['p50_ms']:.1f}",
+                      f"{r['p95_ms']:.1f}", f"{r['max_ms']:.1f}", str(r["printed"]),
+                      str(r["failures"]))  # fmt: skip
     alone = result["no_server_configured"]
     if alone:
         r = alone["later"]
