@@ -362,7 +362,15 @@ class GuardedServer(uvicorn.Server):
             if on_lost is not None:
                 on_lost()
             return
-        if self.guard.hold(conn, on_lost):
+        try:  # a client's request is often there already: no silent stage for it
+            sent = conn.recv(1, socket.MSG_PEEK)
+        except (BlockingIOError, InterruptedError):
+            sent = None
+        except OSError:
+            sent = b""  # reset: the protocol sees it and closes
+        if sent is not None:
+            loop.create_task(self._connect(loop, conn, on_lost, time.monotonic()))
+        elif self.guard.hold(conn, on_lost):
             loop.add_reader(conn.fileno(), self._first_bytes, loop, conn)
 
     def _first_bytes(self, loop: asyncio.AbstractEventLoop, conn: socket.socket) -> None:
