@@ -56,6 +56,7 @@ KEYS = {"authorization": f"Bearer {OPENAI_KEY}", "x-api-key": ANTHROPIC_KEY}
         ("/openai/v1/files", 404, "not a path of the openai API"),
         ("/anthropic/v1/chat/completions", 404, "not a path of the anthropic API"),
         ("/openai/v2/chat/completions", 404, "not a path"),
+        ("/openai/v1/models/%2e%2e", 404, "not a path"),  # no way out of the upstream's base
         ("/openai/v1/models", 405, "POST is not allowed"),
     ],
 )

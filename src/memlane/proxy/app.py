@@ -127,7 +127,7 @@ def create_app(
                 f"[proxy.upstreams.{name}] with url and api in memlane.toml)",
             )
         known_path, style, allowed = route(upstream.api, request.method, path)
-        if not known_path:
+        if not known_path or any(part in (".", "..") for part in path.split("/")):
             return refuse(
                 404,
                 f"/{name}/{path} is not a path of the {upstream.api} API this proxy forwards "
