@@ -17,13 +17,12 @@ from collections.abc import Mapping
 from contextvars import ContextVar
 from pathlib import Path
 from types import MappingProxyType
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
 from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
-    StringConstraints,
     ValidationError,
     ValidationInfo,
     field_validator,
@@ -39,6 +38,7 @@ from pydantic_settings import (
 from memlane.config_integrations import HooksSettings, ScopeSettings
 from memlane.config_read import InjectionSettings as InjectionSettings
 from memlane.config_read import RetrievalSettings as RetrievalSettings
+from memlane.config_server import ServerSettings as ServerSettings
 from memlane.embeddings.profiles import MINILM, PROFILE_KEYS, Profile, profile_for
 from memlane.errors import ConfigError
 from memlane.privacy import PrivacySettings
@@ -214,26 +214,6 @@ class AgentSettings(_Section):
     """``[agents.<name>]``: per-agent overrides."""
 
     injection: dict[str, Any] = Field(default_factory=dict)
-
-
-class ServerSettings(_Section):
-    """``[server]``: ``memlane serve`` (see docs/server.md)."""
-
-    host: str = "127.0.0.1"
-    port: int = Field(default=8765, ge=1, le=65535)
-    #: Bearer token of every route but ``/health`` ("" or blank = none: loopback only).
-    token: Annotated[str, StringConstraints(strip_whitespace=True)] = ""
-    #: Tokens bound to one owner: ``{owner = "token"}``; such a token sees only that owner.
-    owner_tokens: dict[
-        str, Annotated[str, StringConstraints(strip_whitespace=True, min_length=1)]
-    ] = Field(default_factory=dict)
-    #: Largest request body accepted, in bytes.
-    max_body_bytes: int = Field(default=1_000_000, ge=1024)
-    #: Origins allowed by CORS (none by default: CORS off); also allowed to change things.
-    cors_origins: tuple[str, ...] = ()
-    #: Host names clients use besides the loopback names and ``host`` (the Host header of any
-    #: other name is refused with 421, against DNS rebinding); ``["*"]``: any name.
-    allowed_hosts: tuple[str, ...] = ()
 
 
 class _TomlSource(PydanticBaseSettingsSource):
@@ -424,6 +404,8 @@ def _config_error(exc: ValidationError, prefix: str = "") -> ConfigError:
     if err["type"] == "extra_forbidden":
         msg = "unknown setting (check the spelling; see docs/configuration.md)"
     value = err.get("input")
+    if isinstance(value, str) and len(value) > 200:  # a 300,000-character owner name
+        value = f"{value[:200]}... ({len(value):,} characters)"
     if isinstance(value, Mapping) and "api_key" in value:  # never echo a secret
         key, value, msg = f"{key}.api_key", "<hidden>", msg.removeprefix("api_key: ")
     elif any(w in f"{key} {str(value)[:10_000]}".lower() for w in ("token", "secret", "passw")):

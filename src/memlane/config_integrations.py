@@ -5,7 +5,20 @@ call acts on, and the hooks of the coding assistants (docs/integrations.md). Kep
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from memlane.scope import ScopeError, check_owner
+
+
+def _owner_name(value: str) -> str:
+    """``""`` (none set) or a normalised owner name (:func:`memlane.scope.check_owner`).
+    Raises ValueError."""
+    if not value.strip():
+        return ""
+    try:
+        return check_owner(value)
+    except ScopeError as exc:
+        raise ValueError(str(exc)) from None
 
 
 class _Section(BaseModel):
@@ -20,6 +33,8 @@ class ScopeSettings(_Section):
     #: The owner of calls that name none ("" = ``"default"``).
     owner: str = ""
 
+    _owner = field_validator("owner")(_owner_name)
+
 
 class HooksSettings(_Section):
     """``[hooks]``: ``memlane hook`` for Claude Code and Gemini CLI (docs/integrations.md).
@@ -31,6 +46,7 @@ class HooksSettings(_Section):
     #: Owner of the hooks' and MCP's memories ("" = ``[scope] owner``, else ``"default"``: the
     #: scope rule, :func:`memlane.scope.resolve_owner`).
     owner: str = ""
+    _owner = field_validator("owner")(_owner_name)
     #: Agent scope ("" = the client's name: ``claude-code`` or ``gemini``).
     agent: str = ""
     #: Inject the memories of the session's project and the owner's global ones (off: every

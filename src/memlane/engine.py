@@ -35,7 +35,7 @@ from memlane.injection.turn import TurnModel
 from memlane.llm import LLM, make_llm
 from memlane.privacy import clean_name
 from memlane.retrieval import Recipe, Retriever
-from memlane.scope import resolve_owner
+from memlane.scope import ScopeError, check_owner, resolve_owner
 from memlane.store import MemoryStore, open_store
 from memlane.store.base import Vector
 from memlane.types import (
@@ -138,15 +138,18 @@ class MemoryEngine(Writes, Views, Upkeep):
 
     def owner_of(self, owner: str | None, agent: object = None) -> str:
         """The owner a call acts for: ``owner`` when given, else ``[scope] owner``, else
-        ``"default"`` (:func:`memlane.scope.resolve_owner`). Raises :class:`InvalidArgument`
+        ``"default"`` (:func:`memlane.scope.resolve_owner`), normalised
+        (:func:`memlane.scope.check_owner`: NFC, at most 128 characters, no control or
+        zero-width character). Raises :class:`InvalidArgument`
         for an empty or non-string ``owner`` given, or a bad ``agent``."""
         resolved = resolve_owner(None, self.settings.scope.owner) if owner is None else owner
         try:
             check_scope("owner", resolved, required=True)
             check_scope("agent", agent)
-        except InvalidMemory as exc:
+            # normalised and limited here, for every door (issue #33, docs/security.md)
+            return check_owner(resolved)
+        except (InvalidMemory, ScopeError) as exc:
             raise InvalidArgument(str(exc)) from None
-        return resolved
 
     # ------------------------------------------------------------------ embeddings
     def embed(self, texts: Sequence[str]) -> Vector:

@@ -38,8 +38,56 @@ OWNER_ENV = "MEMLANE_SCOPE__OWNER"
 MAX_PROJECT_CHARS = 500
 
 
+#: Longest owner name accepted, in characters (after NFC normalisation): room for an e-mail
+#: address or a tenant id; an owner name is shown in every page and picker, and a 300,000-
+#: character one made the sessions page 2.4 MB (issue #33).
+MAX_OWNER_CHARS = 128
+
+
 class ScopeError(ValueError):
-    """A project that cannot be named (the message says why and what to pass instead)."""
+    """A project that cannot be named, or an owner name that cannot be used (the message says
+    why and what to pass instead)."""
+
+
+#: Unicode categories an owner name may not hold: control (Cc), format (Cf: the zero-width
+#: space and joiners, bidirectional overrides, the BOM, the soft hyphen), surrogate (Cs), line
+#: and paragraph separators (Zl, Zp): characters that show as nothing or move the text.
+_INVISIBLE = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
+
+
+def check_owner(name: object, what: str = "owner") -> str:
+    """``name`` as the owner it names: whitespace around it dropped, Unicode NFC (so two
+    spellings of "José" are one owner). Raises :class:`ScopeError` (naming ``what``) for a
+    non-string, an empty name, one over :data:`MAX_OWNER_CHARS` characters, or one holding a
+    control or zero-width character (names that look alike on a page must be one owner or
+    visibly two)."""
+    if not isinstance(name, str):
+        raise ScopeError(f"{what} must be a string, got {type(name).__name__}")
+    value = name.strip()
+    ascii_only = value.isascii()
+    if not ascii_only:
+        import unicodedata
+
+        value = unicodedata.normalize("NFC", value)
+    if not value:
+        raise ScopeError(f"{what} is empty: name an owner (a user or tenant), e.g. alice")
+    if len(value) > MAX_OWNER_CHARS:
+        raise ScopeError(
+            f"{what} is {len(value):,} characters, over the limit of {MAX_OWNER_CHARS}: "
+            "use a shorter name (a user id or tenant id)"
+        )
+    if ascii_only and value.isprintable():
+        return value  # the common case: nothing to look for
+    import unicodedata
+
+    for at, ch in enumerate(value):
+        if unicodedata.category(ch) in _INVISIBLE:
+            raise ScopeError(
+                f"{what} holds the invisible character U+{ord(ch):04X} at position {at}: "
+                "owner names may not hold control or zero-width characters (they would look "
+                "like another owner); remove it"
+            )
+    return value
 
 
 def resolve_owner(explicit: str | None, configured: str | None = None) -> str:

@@ -24,7 +24,7 @@ from memlane.errors import InvalidMemory, NotFound
 from memlane.history import INJECTION_BLOCK_PREFIX, is_injection_text
 from memlane.llm import LLM, BatchVerifier, LLMVerdict
 from memlane.privacy import SecretsDecision
-from memlane.scope import MAX_PROJECT_CHARS
+from memlane.scope import MAX_PROJECT_CHARS, ScopeError, check_owner
 from memlane.store.base import MemoryStore, NewDedupLog, NewMemory, Vector
 from memlane.types import (
     DEFAULT_IMPORTANCE,
@@ -156,6 +156,10 @@ class WritePath:
         ):
             raise InvalidMemory(f"importance must be a number from 0 to 1, got {importance!r}")
         check_scope("owner", item.owner, required=True)
+        try:
+            owner = check_owner(item.owner)  # as every read names it (MemoryEngine.owner_of)
+        except ScopeError as exc:
+            raise InvalidMemory(str(exc)) from None
         check_scope("agent", item.agent)
         check_scope("session", item.session)
         check_project(item.project)
@@ -189,7 +193,7 @@ class WritePath:
             content_hash=content_hash(text),
             type=mtype,
             importance=float(importance),
-            owner=str(item.owner),  # checked above
+            owner=owner,
             agent=agent,
             session=session,
             source=source,
