@@ -7,6 +7,9 @@ server on 127.0.0.1: the assertions are on the requests the model received.
 - the hook reads Copilot's camelCase payload (``sessionId``) and answers with a top-level
   ``additionalContext``: the memory reaches the model inside the user's message (a
   ``<system_reminder>``), kept in the history: over six prompts every request holds it once;
+- a memory the session stored through memlane's MCP ``remember`` is not injected back into it
+  (the hook reads Copilot's session events); a new session in the same repository gets it,
+  one in another repository does not;
 - Copilot's compaction (``preCompact``) resets the session (the hook maps it onto
   ``PreCompact``); not driven here: ``copilot -p`` did not compact with a small
   ``COPILOT_PROVIDER_MAX_PROMPT_TOKENS`` and large reported usage (docs/integrations.md).
@@ -14,6 +17,8 @@ server on 127.0.0.1: the assertions are on the requests the model received.
 
 from __future__ import annotations
 
+import json
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -24,6 +29,7 @@ import client_support as cs
 pytestmark = pytest.mark.clients
 
 DB = "The staging database is PostgreSQL 16 with pgvector, listening on port 5433"
+CI = "The CI runners use Ubuntu 24.04 images with 8 GB of memory"
 ASKS = [
     "Which database does staging use?",
     "Which port does the staging database listen on?",
@@ -66,3 +72,36 @@ def test_copilot_reads_camel_case_and_injects_once_over_six_prompts(lab: cs.Clie
     assert ASKS[0] in said and cs.BLOCK in said  # inside the user's message
     log = (lab.home / "logs" / "hooks.log").read_text()
     assert "no session_id" not in log
+
+
+def test_copilot_a_memory_remembered_through_mcp_is_not_injected_back(lab: cs.ClientLab) -> None:
+    """The model calls memlane's MCP ``remember`` (Copilot runs the real ``memlane mcp`` from
+    ``~/.copilot/mcp-config.json``); the next prompt of that session finds the call in
+    Copilot's session events and leaves the memory out. A new session in the same repository
+    gets it, one in another repository does not."""
+    env = {k: lab.env[k] for k in ("MEMLANE_HOME", "MEMLANE_EMBEDDING__PROVIDER", "PYTHONPATH")}
+    server = {"type": "local", "command": sys.executable, "args": ["-m", "memlane", "mcp"],
+              "env": env, "tools": ["*"]}  # fmt: skip
+    config = lab.user_home / ".copilot" / "mcp-config.json"
+    config.parent.mkdir(parents=True, exist_ok=True)
+    config.write_text(json.dumps({"mcpServers": {"memlane": server}}))
+    lab.install("copilot")
+    shop = cs.make_repo(lab.root / "shop", "git@github.com:acme/shop.git")
+    blog = cs.make_repo(lab.root / "blog", "https://github.com/acme/blog")
+    cs.copilot_once(lab, shop, "Hello there.", resume=False)  # MCP servers connect meanwhile
+    lab.fake.tool_use_on["Please remember"] = ("memlane-remember", {"content": CI})
+    cs.copilot_once(lab, shop, "Please remember the CI runner image.", resume=True)
+    (stored,) = json.loads(lab.memlane("list", "--json"))
+    assert stored["content"] == CI and stored["project"] == "github.com/acme/shop"
+    memory = {stored["id"]: CI}
+    asked = len(lab.fake.model_requests())
+    cs.copilot_once(lab, shop, "Which image do the CI runners use?", resume=True)
+    (later,) = cs.rows(lab.fake, memory)[asked:]
+    table = cs.table("copilot", [later], {stored["id"]: "CI"})
+    # its text in the call's arguments and in the tool's result, and no memlane block
+    assert later.memories.get(stored["id"], 0) >= 2 and later.blocks == 0, table
+    cs.copilot_once(lab, shop, "Which image do the CI runners use?", resume=False)
+    cs.copilot_once(lab, blog, "Which image do the CI runners use?", resume=False)
+    in_shop, in_blog = cs.rows(lab.fake, memory)[asked + 1 :]
+    assert (in_shop.memories.get(stored["id"]), in_shop.blocks) == (1, 1)
+    assert (in_blog.memories.get(stored["id"], 0), in_blog.blocks) == (0, 0)

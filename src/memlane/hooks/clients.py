@@ -59,6 +59,11 @@ def adapt(client: str, event: str, payload: dict[str, Any]) -> tuple[str, dict[s
     for theirs, ours in COPILOT_KEYS.items():
         if theirs in out and ours not in out:
             out[ours] = out.pop(theirs)
+    session = out.get("session_id")
+    if "transcript_path" not in out and isinstance(session, str) and session.strip():
+        from memlane.hooks.copilot import events_path  # no path in its payloads
+
+        out["transcript_path"] = events_path(session)
     return COPILOT_EVENTS.get(event, event), out
 
 

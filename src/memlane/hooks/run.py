@@ -212,6 +212,8 @@ class _Run:
                 from memlane.hooks.gemini import remembered_ids as remembered
             elif self.client == "qwen":
                 from memlane.hooks.qwen import remembered_ids as remembered
+            elif self.client == "copilot":
+                from memlane.hooks.copilot import remembered_ids as remembered
             else:
                 remembered = remembered_ids
             known = remembered(transcript)
