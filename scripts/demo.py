@@ -155,7 +155,9 @@ def _counts(kinds: Counter[str], names: list[str]) -> str:
 def injection_demo(engine: MemoryEngine) -> None:
     """One turn of a chat with alice: the block memlane puts before the model's turn, and why
     the other candidates were left out; then the same message again (the delay at work)."""
-    message = "Can you set up my editor and plan lunch for the sprint planning?"
+    message = (
+        "Can you set up my editor and plan lunch before the weekly sync on sprint-planning day?"
+    )
     out.print(f"[bold]Injection[/] before alice's turn: [italic]{escape(message)}[/]")
     for turn in (1, 2):
         inj = engine.inject("demo-chat", message, owner="alice")
