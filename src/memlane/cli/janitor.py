@@ -117,10 +117,11 @@ def _plan_table(plans: list[Any], title: str) -> Table:
             members.append(("* " if m.id == p.survivor else "- ") + m.content)
             members.append(f"\n  {m.id}" + ("\n" if i < len(p.members) - 1 else ""), style="dim")
         texts = [m.content for m in p.members]
-        row: list[Any] = [f"{p.similarity:.3f}", p.via or "-" if merging else _why(p, texts)]
-        row.append(members)
+        # memory text as plain Text, never rich markup ("[redacted:password]" stays; #33)
+        why = Text(p.via or "-" if merging else _why(p, texts))
+        row: list[Any] = [f"{p.similarity:.3f}", why, members]
         if merging:
-            row.append(p.text or "")
+            row.append(Text(p.text or ""))
         t.add_row(*row)
     return t
 

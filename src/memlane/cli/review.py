@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from typing import Annotated, Any
 
 import typer
+from rich.text import Text
 
 from memlane.cli.app import (
     HomeOption,
@@ -96,8 +97,8 @@ def review(
             str(r.id),
             decision_text(r.decision),
             short(r.similarity, 3),
-            r.new_text,
-            r.existing_text or "",
+            Text(r.new_text),  # plain text: "[redacted:password]" is no markup (#33)
+            Text(r.existing_text or ""),
         )
     out.print(t)
     if rows:
