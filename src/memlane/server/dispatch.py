@@ -20,7 +20,7 @@ stays with its worker, as before. The parent closes its copy of the descriptor o
 Under a flood (issue #33: 2,100 half-open connections at a 1,024 descriptor limit stopped
 ``--workers 2`` for good): the accepting thread never blocks on a worker. Sends are
 non-blocking; a connection no worker can take now waits in the parent's queue of at most
-:data:`MAX_WAITING` (the oldest is closed beyond it) and is sent as soon as a worker's channel
+:data:`MAX_WAITING` (beyond it the oldest that has sent nothing is closed, else the oldest) and is sent as soon as a worker's channel
 has room (the kernel queues a few datagrams per channel). A worker that receives a connection
 without its descriptor (``MSG_CTRUNC``: it had no descriptor free) counts it closed, logs it
 and keeps reading its channel; the parent's going is seen on the worker's pipe, never on the
@@ -176,10 +176,26 @@ class Dispatcher:
                     return False
                 raise
             self.waiting.append(conn)
-            while len(self.waiting) > MAX_WAITING:
-                self.waiting.popleft().close()
-                self._dropped("the queue of waiting connections was full")
+            if len(self.waiting) > MAX_WAITING:
+                self._drop_one()
         return True
+
+    def _drop_one(self) -> None:
+        """The queue is full: close the oldest connection that has sent nothing yet (a
+        client's request is usually there by now), else the oldest."""
+        victim = self.waiting[0]
+        for conn in self.waiting:
+            try:
+                conn.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT)
+            except (BlockingIOError, InterruptedError):
+                victim = conn
+                break
+            except OSError:
+                victim = conn  # reset by its client already
+                break
+        self.waiting.remove(victim)
+        victim.close()
+        self._dropped("the queue of waiting connections was full")
 
     def _send_waiting(self) -> None:
         """Hand the waiting connections over, oldest first, until no worker has room."""
