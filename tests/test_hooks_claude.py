@@ -46,6 +46,8 @@ def test_the_block_fits_claude_code_and_only_the_printed_is_recorded(
     env["MEMLANE_INJECTION__SEMANTIC_THRESHOLD"] = "1"  # none is a near-copy of another
     env["MEMLANE_RETRIEVAL__FLOOR_RELATIVE"] = "0"  # every note is relevant enough
     env["MEMLANE_RETRIEVAL__FLOOR_ABSOLUTE"] = "-1"
+    env["MEMLANE_INJECTION__CUT"] = "false"  # every note enters the block (the cut would weigh)
+    env["MEMLANE_INJECTION__SEARCH_CANDIDATES"] = "60"  # and every note is a candidate
     done = run_hook(
         env, "UserPromptSubmit", claude_payload("UserPromptSubmit", "c1", tmp_path, prompt=ASK)
     )
