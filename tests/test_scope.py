@@ -10,6 +10,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from memlane.hooks.config import load_config
 from memlane.scope import (
@@ -162,3 +164,25 @@ def test_a_broken_cache_file_is_no_error(tmp_path: Path) -> None:
     assert project_identity(repo, cache=cache) == f"commit:{root}"
     assert project_identity(repo, cache=cache) == f"commit:{root}"  # written anew
     assert json.loads(cache.read_text(encoding="utf-8")) == {root: root}  # HEAD -> root
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(max_size=40))
+def test_the_owner_schema_pattern_admits_only_names_check_owner_accepts(name: str) -> None:
+    """The HTTP API's schema states the owner rule (OpenAPI ``pattern``): a client generating
+    names from it (schemathesis does) never meets a 422 for a name the pattern allows, and the
+    invisible characters check_owner refuses are outside the pattern."""
+    import re
+
+    from memlane.scope import check_owner, owner_pattern
+
+    pattern = re.compile(_PATTERN.setdefault("owner", owner_pattern()))
+    if pattern.match(name):
+        check_owner(name)  # no ScopeError
+    for bad in ("a\x01b", "a\u200bb", "\u202eevil", "x\ufeff"):
+        assert not pattern.match(bad)
+        with pytest.raises(ScopeError):
+            check_owner(bad)
+
+
+_PATTERN: dict[str, str] = {}

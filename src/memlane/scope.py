@@ -55,6 +55,35 @@ class ScopeError(ValueError):
 _INVISIBLE = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
 
 
+def _invisible_ranges() -> str:
+    """A regular-expression character class body (Python ``re`` escapes) of every code point
+    in :data:`_INVISIBLE` but the surrogates (no text a client sends as UTF-8 holds one), for
+    :data:`OWNER_PATTERN`; built from this Python's Unicode tables, so it agrees with
+    :func:`check_owner` by construction."""
+    import sys
+    import unicodedata
+
+    ranges: list[tuple[int, int]] = []
+    for code in range(sys.maxunicode + 1):
+        if 0xD800 <= code <= 0xDFFF or unicodedata.category(chr(code)) not in _INVISIBLE:
+            continue
+        if ranges and ranges[-1][1] == code - 1:
+            ranges[-1] = (ranges[-1][0], code)
+        else:
+            ranges.append((code, code))
+    esc = "\\U{:08X}".format
+    return "".join(esc(a) if a == b else f"{esc(a)}-{esc(b)}" for a, b in ranges)
+
+
+def owner_pattern() -> str:
+    """The owner names :func:`check_owner` accepts, as a regular expression for the HTTP API's
+    JSON schema (``^...$``: no invisible character, at least one that is not blank); lengths
+    are the schema's ``maxLength`` (:data:`MAX_OWNER_CHARS`). Built once per call (~0.3 s: a
+    walk over Unicode), so callers keep it."""
+    invisible = _invisible_ranges()
+    return f"^[^{invisible}]*[^\\s{invisible}][^{invisible}]*$"
+
+
 def check_owner(name: object, what: str = "owner") -> str:
     """``name`` as the owner it names: whitespace around it dropped, Unicode NFC (so two
     spellings of "José" are one owner). Raises :class:`ScopeError` (naming ``what``) for a

@@ -53,7 +53,11 @@ def check_text(name: str, text: str) -> None:
 #: Control characters a memory's text may hold: tab and the line breaks (every other C0 or C1
 #: control character, DEL included, is invisible in a page or a prompt and is refused).
 ALLOWED_CONTROLS = frozenset("\t\n\r")
-_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
+_REFUSED_CONTROLS = r"\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f"
+_CONTROL = re.compile(f"[{_REFUSED_CONTROLS}]")
+#: What :func:`check_controls` accepts of a non-blank text, as a regular expression for the
+#: HTTP API's JSON schema (so a client knows the 422 before sending).
+CONTENT_PATTERN = f"^[^{_REFUSED_CONTROLS}]*[^\\s{_REFUSED_CONTROLS}][^{_REFUSED_CONTROLS}]*$"
 
 
 def check_controls(name: str, text: str) -> None:

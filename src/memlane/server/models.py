@@ -21,8 +21,8 @@ from pydantic import (
 )
 
 from memlane.config import InjectionSettings
-from memlane.dedup.limits import not_text_at
-from memlane.scope import MAX_PROJECT_CHARS
+from memlane.dedup.limits import CONTENT_PATTERN, not_text_at
+from memlane.scope import MAX_OWNER_CHARS, MAX_PROJECT_CHARS, owner_pattern
 from memlane.types import (
     DedupLogEntry,
     Memory,
@@ -34,6 +34,12 @@ from memlane.types import (
 
 #: An owner, agent or session name: some text that is not only blanks (what the engine takes).
 Name = Annotated[str, Field(min_length=1, pattern=r"\S")]
+#: The schema of an owner name: what :func:`memlane.scope.check_owner` accepts (no control or
+#: zero-width character, at most MAX_OWNER_CHARS), so a client (and schemathesis) knows a
+#: name the server refuses with 422 before sending it. The check itself is check_owner's, on
+#: every door; pydantic only checks the shape.
+OWNER_SCHEMA: dict[str, Any] = {"pattern": owner_pattern(), "maxLength": MAX_OWNER_CHARS}
+OwnerName = Annotated[str, Field(min_length=1, pattern=r"\S", json_schema_extra=OWNER_SCHEMA)]
 #: A project's identity (:mod:`memlane.scope`: ``github.com/acme/app``, ``commit:<sha>``,
 #: ``path:/folder``), at most :data:`memlane.scope.MAX_PROJECT_CHARS` characters.
 Project = Annotated[
@@ -49,6 +55,11 @@ Project = Annotated[
 ]
 #: Text to search or remember: not only blanks.
 Text = Annotated[str, Field(min_length=1, pattern=r"\S")]
+#: A memory's text: not only blanks, no control character but tab and line breaks (the write
+#: path's :func:`memlane.dedup.limits.check_controls`, stated in the schema).
+Content = Annotated[
+    str, Field(min_length=1, pattern=r"\S", json_schema_extra={"pattern": CONTENT_PATTERN})
+]
 
 
 def _integral(value: Any) -> Any:
@@ -109,7 +120,7 @@ class _In(BaseModel):
 
 
 class MemoryIn(_In):
-    content: Text = Field(description="The text to remember.")
+    content: Content = Field(description="The text to remember.")
     type: MemoryType = MemoryType.FACT
     agent: Name | None = None
     session: Name | None = None
@@ -121,7 +132,7 @@ class MemoryIn(_In):
 class AddOne(_In):
     """One memory for ``owner`` (in ``project``, when given)."""
 
-    owner: Name | None = None
+    owner: OwnerName | None = None
     project: Project | None = None
     memory: MemoryIn
 
@@ -129,7 +140,7 @@ class AddOne(_In):
 class AddBatch(_In):
     """A batch of memories for ``owner`` (in ``project``, when given; one transaction)."""
 
-    owner: Name | None = None
+    owner: OwnerName | None = None
     project: Project | None = None
     memories: list[MemoryIn] = Field(min_length=1, max_length=1000)
 
@@ -170,12 +181,12 @@ class MemoryPage(BaseModel):
 
 
 class PatchRequest(_In):
-    content: Text
+    content: Content
 
 
 class SearchRequest(_In):
     query: Text
-    owner: Name | None = None
+    owner: OwnerName | None = None
     agent: Name | None = None
     project: Project | None = None
     limit: json_int(ge=1, le=200) = 10  # type: ignore[valid-type]
@@ -212,7 +223,7 @@ class InjectRequest(_In):
         default=None,
         description="The user's message for this turn (required unless pinned_only is true).",
     )
-    owner: Name | None = None
+    owner: OwnerName | None = None
     agent: Name | None = None
     project: Project | None = None
     recent: list[str] | None = Field(default=None, max_length=50)
@@ -251,7 +262,7 @@ class TurnRequest(_In):
     message: Text
     kept: bool = Field(strict=True)
     position: json_int(ge=1, le=1_000_000_000) | None = None  # type: ignore[valid-type]
-    owner: Name | None = None
+    owner: OwnerName | None = None
     agent: Name | None = None
     project: Project | None = None
     recent: list[str] | None = Field(default=None, max_length=50)
@@ -267,7 +278,7 @@ class SyncRequest(_In):
     session's tracking follows them (:meth:`memlane.injection.Sessions.sync`)."""
 
     text: str = Field(max_length=1_000_000)
-    owner: Name | None = None
+    owner: OwnerName | None = None
     agent: Name | None = None
 
 
@@ -285,7 +296,7 @@ class SyncOut(BaseModel):
 
 class ResetRequest(_In):
     reason: Literal["compact", "clear", "resume"]
-    owner: Name | None = None
+    owner: OwnerName | None = None
 
 
 class DedupLogPage(BaseModel):

@@ -15,6 +15,7 @@ from memlane.errors import InvalidArgument
 from memlane.scope import MAX_PROJECT_CHARS
 from memlane.server.auth import caller, scope
 from memlane.server.models import (
+    OWNER_SCHEMA,
     AddOne,
     AddRequest,
     AddResponse,
@@ -51,6 +52,7 @@ Owner = Annotated[
         min_length=1,
         pattern=r"\S",
         description="Owner scope (default: [scope] owner, else default).",
+        json_schema_extra=OWNER_SCHEMA,
     ),
 ]
 Agent = Annotated[
