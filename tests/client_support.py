@@ -442,12 +442,15 @@ def copilot_once(
 
 
 # ------------------------------------------------------------------------------ OpenCode
-def opencode_config(lab: ClientLab) -> None:
+def opencode_config(lab: ClientLab, limit: dict[str, int] | None = None) -> None:
     """``~/.config/opencode/opencode.json``: the fake chat server as an OpenAI-compatible
-    provider (``fake/fake-model``), no update check, no sharing."""
+    provider (``fake/fake-model``), no update check, no sharing; ``limit``: the model's
+    ``{"context": tokens, "output": tokens}`` (OpenCode compacts on its own once a reply's
+    reported usage leaves too little of the context)."""
+    model: dict[str, Any] = {"name": "fake-model", **({"limit": limit} if limit else {})}
     provider = {"npm": "@ai-sdk/openai-compatible", "name": "fake",
                 "options": {"baseURL": f"{lab.fake.url}/v1", "apiKey": "sk-test"},
-                "models": {"fake-model": {"name": "fake-model"}}}  # fmt: skip
+                "models": {"fake-model": model}}  # fmt: skip
     config = {"provider": {"fake": provider}, "model": "fake/fake-model",
               "autoupdate": False, "share": "disabled"}  # fmt: skip
     path = lab.user_home / ".config" / "opencode" / "opencode.json"

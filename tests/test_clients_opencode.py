@@ -7,6 +7,8 @@ assertions are on the requests the model received.
 - the plugin's ``chat.message`` adds memlane's block as a text part of the user's message,
   with OpenCode's session id: the memory reaches the model and stays in the history; over six
   prompts every conversation request holds it once (OpenCode's title requests left aside);
+- OpenCode's own compaction (a small model ``limit`` and a reply reporting a large usage):
+  ``session.compacted`` resets memlane's session, the next prompt brings the memory back once;
 - ``hooks uninstall`` removes the file.
 """
 
@@ -20,6 +22,7 @@ from pathlib import Path
 import pytest
 
 import client_support as cs
+from memlane.eval.fake_openai import SUMMARY
 
 pytestmark = pytest.mark.clients
 
@@ -77,3 +80,50 @@ def test_opencode_plugin_injects_once_over_six_prompts(lab: cs.ClientLab) -> Non
         env=lab.env, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert removed.returncode == 0 and not plugin.exists(), removed.stderr
+
+
+def test_opencode_compaction_brings_the_memory_back_once(lab: cs.ClientLab) -> None:
+    """OpenCode's own auto-compaction: the model's context is 20,000 tokens and the third
+    reply reports 50,000 prompt tokens, so OpenCode summarises the session in that same run
+    (its overflow check) and the history no longer holds the block. The plugin's
+    ``session.compacted`` event resets memlane's session: the next prompt gets the block
+    again, once. Before (the plugin without its ``event`` hook): no block after the
+    compaction, the memory gone from every later request."""
+    cs.opencode_config(lab, limit={"context": 20000, "output": 1000})
+    lab.install("opencode")
+    repo = cs.make_repo(lab.root / "shop", "git@github.com:acme/shop.git")
+    memory = cs.added_memory(lab, DB)
+    (mid,) = memory
+    for n, ask in enumerate(ASKS):
+        if n == 2:
+            lab.fake.big_usage_next = 50_000  # this prompt's reply overflows the context
+        cs.opencode_run(lab, repo, ask, resume=n > 0)
+    found = conversation(lab, memory)
+    requests = lab.fake.model_requests()
+    summarised = [r.n for r in found if SUMMARY in cs.request_text(requests[r.n - 1].body)]
+    assert summarised, cs.table("opencode: no compaction", found, {mid: "DB"})
+    # the summary request itself, then the requests that carry the summary
+    compaction, after = summarised[0] - 1, [r for r in found if r.n >= summarised[0]]
+    table = cs.table(f"opencode (compacted at request {compaction})", found, {mid: "DB"})
+    before = [r for r in found if r.n < compaction]
+    assert [r.memories.get(mid, 0) for r in before] == [1] * len(before), table
+    asked = [r for r in after if _asks(requests[r.n - 1].body, ASKS[3:])]
+    # OpenCode's synthetic "Continue" request holds no memory; each later prompt's request
+    # holds the block brought back at the first prompt after the compaction, once
+    assert len(asked) == 3 and after[0] not in asked, table
+    assert [(r.memories.get(mid, 0), r.blocks) for r in asked] == [(1, 1)] * 3, table
+    assert (after[0].memories.get(mid, 0), after[0].blocks) == (0, 0), table
+    last = [m for m in requests[asked[0].n - 1].body["messages"] if m.get("role") == "user"][-1]
+    said = cs.request_text({"messages": [last]})
+    assert ASKS[3] in said and cs.BLOCK in said  # the block came back with that prompt
+    log = (lab.home / "logs" / "hooks.log").read_text()
+    assert "PostCompact" in log and "reset (compact)" in log, log[-2000:]
+
+
+def _asks(body: dict[str, object], asks: list[str]) -> bool:
+    """Whether the request's last user message is one of ``asks``."""
+    messages = body.get("messages")
+    users = [m for m in messages if isinstance(m, dict) and m.get("role") == "user"] if (
+        isinstance(messages, list)) else []  # fmt: skip
+    said = cs.request_text({"messages": users[-1:]})
+    return any(ask in said for ask in asks)
