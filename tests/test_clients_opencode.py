@@ -9,11 +9,15 @@ assertions are on the requests the model received.
   prompts every conversation request holds it once (OpenCode's title requests left aside);
 - OpenCode's own compaction (a small model ``limit`` and a reply reporting a large usage):
   ``session.compacted`` resets memlane's session, the next prompt brings the memory back once;
+- a memory the session stored through memlane's MCP ``remember`` is not injected back into
+  it (the plugin reads the session's messages); a new session in the same repository gets it,
+  one in another repository does not;
 - ``hooks uninstall`` removes the file.
 """
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -27,6 +31,7 @@ from memlane.eval.fake_openai import SUMMARY
 pytestmark = pytest.mark.clients
 
 DB = "The staging database is PostgreSQL 16 with pgvector, listening on port 5433"
+CI = "The CI runners use Ubuntu 24.04 images with 8 GB of memory"
 ASKS = [
     "Which database does staging use?",
     "Which port does the staging database listen on?",
@@ -118,6 +123,43 @@ def test_opencode_compaction_brings_the_memory_back_once(lab: cs.ClientLab) -> N
     assert ASKS[3] in said and cs.BLOCK in said  # the block came back with that prompt
     log = (lab.home / "logs" / "hooks.log").read_text()
     assert "PostCompact" in log and "reset (compact)" in log, log[-2000:]
+
+
+def test_opencode_a_memory_remembered_through_mcp_is_not_injected_back(lab: cs.ClientLab) -> None:
+    """The model calls memlane's MCP ``remember`` (OpenCode runs the real ``memlane mcp`` from
+    ``opencode.json``'s ``mcp``); at the next prompt of that session the plugin finds the call
+    in the session's messages and the hook leaves the memory out. A new session in the same
+    repository gets it, one in another repository does not. Before (the plugin sending no
+    ``memlane_remembered``): the next prompt's request held the block with the memory."""
+    cs.opencode_config(lab)
+    config_path = lab.user_home / ".config" / "opencode" / "opencode.json"
+    config = json.loads(config_path.read_text())
+    env = {k: lab.env[k] for k in ("MEMLANE_HOME", "MEMLANE_EMBEDDING__PROVIDER", "PYTHONPATH")}
+    config["mcp"] = {"memlane": {"type": "local", "environment": env,
+                                 "command": [sys.executable, "-m", "memlane", "mcp"]}}  # fmt: skip
+    config_path.write_text(json.dumps(config))
+    lab.install("opencode")
+    shop = cs.make_repo(lab.root / "shop", "git@github.com:acme/shop.git")
+    blog = cs.make_repo(lab.root / "blog", "https://github.com/acme/blog")
+    cs.opencode_run(lab, shop, "Hello there.", resume=False)
+    lab.fake.tool_use_on["Please remember"] = ("memlane_remember", {"content": CI})
+    cs.opencode_run(lab, shop, "Please remember the CI runner image.", resume=True)
+    (stored,) = json.loads(lab.memlane("list", "--json"))
+    assert stored["content"] == CI and stored["project"] == "github.com/acme/shop"
+    memory = {stored["id"]: CI}
+    asked = len(lab.fake.model_requests())
+    cs.opencode_run(lab, shop, "Which image do the CI runners use?", resume=True)
+    (later,) = conversation(lab, memory)[-1:]
+    assert later.n > asked
+    table = cs.table("opencode", [later], {stored["id"]: "CI"})
+    # its text in the call's arguments and in the tool's result, and no memlane block
+    assert later.memories.get(stored["id"], 0) >= 2 and later.blocks == 0, table
+    cs.opencode_run(lab, shop, "Which image do the CI runners use?", resume=False)
+    in_shop = conversation(lab, memory)[-1]
+    cs.opencode_run(lab, blog, "Which image do the CI runners use?", resume=False)
+    in_blog = conversation(lab, memory)[-1]
+    assert (in_shop.memories.get(stored["id"]), in_shop.blocks) == (1, 1)
+    assert (in_blog.memories.get(stored["id"], 0), in_blog.blocks) == (0, 0)
 
 
 def _asks(body: dict[str, object], asks: list[str]) -> bool:

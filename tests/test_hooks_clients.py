@@ -127,3 +127,25 @@ def test_qwen_continuation_of_a_turn_is_a_repeat_of_the_turn(
                    "submitted_prompt": "Which image do the CI runners use?"},
                    "--client", "qwen")  # fmt: skip
     assert "Ubuntu 24.04" in str(nxt.context()) and "PostgreSQL 16" not in str(nxt.context())
+
+
+def test_opencode_remembered_outputs_leave_those_memories_out(
+    sqlite_backend: Backend, tmp_path: Path
+) -> None:
+    """OpenCode's plugin sends the outputs of the session's memlane ``remember`` calls under
+    ``memlane_remembered``: those memories are left out of the block (the model holds them);
+    an output that is not ``remember``'s JSON is skipped, not an error."""
+    env = hook_env(sqlite_backend)
+    engine = sqlite_backend.engine()
+    engine.add("The staging database is PostgreSQL 16", owner="alice")
+    written = engine.add("The CI runners use Ubuntu 24.04 images", owner="alice")
+    output = json.dumps(written.to_dict(), indent=2)  # what memlane mcp's remember answers
+    payload = {"session_id": "o-1", "cwd": str(tmp_path), "hook_event_name": "UserPromptSubmit",
+               "prompt": "Which image do the CI runners use, and which database?",
+               "memlane_remembered": ["not json", {"odd": 1}, output]}  # fmt: skip
+    done = run_hook(env, "UserPromptSubmit", payload, "--client", "opencode")
+    said = str(done.context())
+    assert "PostgreSQL 16" in said and "Ubuntu 24.04" not in said, done.stderr
+    other = run_hook(env, "UserPromptSubmit", {**payload, "session_id": "o-2",
+                     "memlane_remembered": []}, "--client", "opencode")  # fmt: skip
+    assert "Ubuntu 24.04" in str(other.context())

@@ -13,6 +13,13 @@ Checked with ``opencode-ai`` 1.18.33 (``tests/test_clients_opencode.py``): OpenC
   inside the user's message and stays in the history.
 - ``event`` ``session.compacted`` (``properties.sessionID``): ``memlane hook PostCompact``
   resets the session, so the next message brings the memories back.
+- memlane's MCP ``remember`` (OpenCode names the tool ``<server>_remember``): before the hook
+  runs, the plugin reads the session's messages through the client OpenCode hands it
+  (``client.session.messages({path: {id}})``: ``{info, parts}``, a call a ``tool`` part with
+  ``tool``, ``state.status``, ``state.output``, a compaction a ``compaction`` part) and sends
+  the outputs of the completed ``remember`` calls of a server whose name holds ``memlane``
+  since the last compaction under ``memlane_remembered``; :func:`remembered_ids` reads the
+  ids from them and the hook leaves those memories out (the model holds the call).
 
 The hook command is the same as every client's (the server, the daemon, the fallback, the
 log: :mod:`memlane.hooks.run`); the plugin only carries the text in and the part out.
@@ -39,13 +46,37 @@ function hook(event, payload) {
   return done.status === 0 ? (done.stdout || "").trim() : "";
 }
 
+// The outputs of this session's completed memlane `remember` calls since its last compaction
+// (the model holds those memories already); [] when the messages cannot be read.
+async function remembered(client, sessionID) {
+  let messages = [];
+  try {
+    const got = await client.session.messages({ path: { id: sessionID } });
+    messages = Array.isArray(got?.data) ? got.data : [];
+  } catch {
+    return [];
+  }
+  let outputs = [];
+  for (const message of messages) {
+    for (const part of message.parts || []) {
+      const tool = String(part.tool || "");
+      if (part.type === "compaction") outputs = [];
+      else if (part.type === "tool" && tool.includes("memlane") && tool.endsWith("remember")
+        && part.state?.status === "completed" && typeof part.state.output === "string") {
+        outputs.push(part.state.output);
+      }
+    }
+  }
+  return outputs;
+}
+
 function partId() {
   const stamp = Date.now().toString(16).padStart(12, "0");
   const tail = Math.random().toString(36).slice(2, 16).padEnd(14, "0");
   return `prt_${stamp}${tail}`;
 }
 
-export const MemlanePlugin = async ({ directory }) => ({
+export const MemlanePlugin = async ({ directory, client }) => ({
   "chat.message": async (input, output) => {
     const text = (output.parts || [])
       .filter((p) => p.type === "text" && !p.synthetic)
@@ -58,6 +89,7 @@ export const MemlanePlugin = async ({ directory }) => ({
       prompt: text,
       cwd: directory,
       hook_event_name: "UserPromptSubmit",
+      memlane_remembered: await remembered(client, input.sessionID),
     });
     if (!printed) return;
     let block = "";
@@ -84,6 +116,31 @@ export const MemlanePlugin = async ({ directory }) => ({
   },
 });
 """
+
+
+#: The payload key under which the plugin sends the session's ``remember`` outputs.
+REMEMBERED_KEY = "memlane_remembered"
+
+
+def remembered_ids(outputs: object) -> list[str]:
+    """Ids of the memories in ``outputs`` (the plugin's ``memlane_remembered``: the text
+    outputs of memlane's MCP ``remember`` calls, each ``WriteResult.to_dict()`` as JSON, the
+    memory's id under ``memory``), in order, once each. Anything else is skipped: never
+    raises."""
+    from memlane.hooks.transcript import _remembered_id
+
+    ids: list[str] = []
+    for output in outputs if isinstance(outputs, list) else []:
+        if not isinstance(output, str) or "{" not in output:
+            continue
+        try:
+            answer = json.JSONDecoder().raw_decode(output[output.index("{") :])[0]
+        except ValueError:
+            continue
+        found = _remembered_id(answer)
+        if found is not None and found not in ids:
+            ids.append(found)
+    return ids
 
 
 def plugin_text(command: str, home: str | None = None) -> str:

@@ -217,6 +217,11 @@ class _Run:
             else:
                 remembered = remembered_ids
             known = remembered(transcript)
+            if self.client == "opencode":  # its plugin sends the calls' outputs (no transcript)
+                from memlane.hooks.opencode import REMEMBERED_KEY
+                from memlane.hooks.opencode import remembered_ids as sent
+
+                known = sent(payload.get(REMEMBERED_KEY))
             project = self.cfg.project(cwd)
             backend = self._backend()
             turn_key = turn_id(self.client, payload)
