@@ -11,8 +11,9 @@ server on 127.0.0.1: the assertions are on the requests the model received.
   (the hook reads Copilot's session events); a new session in the same repository gets it,
   one in another repository does not;
 - Copilot's compaction (``preCompact``) resets the session (the hook maps it onto
-  ``PreCompact``); not driven here: ``copilot -p`` did not compact with a small
-  ``COPILOT_PROVIDER_MAX_PROMPT_TOKENS`` and large reported usage (docs/integrations.md).
+  ``PreCompact``): driven with ``copilot -p /compact --continue`` (its slash command runs in
+  prompt mode), the next prompt brings the memory back once. (Its automatic compaction did not
+  start with a small ``COPILOT_PROVIDER_MAX_PROMPT_TOKENS`` and large reported usage.)
 """
 
 from __future__ import annotations
@@ -105,3 +106,33 @@ def test_copilot_a_memory_remembered_through_mcp_is_not_injected_back(lab: cs.Cl
     in_shop, in_blog = cs.rows(lab.fake, memory)[asked + 1 :]
     assert (in_shop.memories.get(stored["id"]), in_shop.blocks) == (1, 1)
     assert (in_blog.memories.get(stored["id"], 0), in_blog.blocks) == (0, 0)
+
+
+def test_copilot_compact_brings_the_memory_back_once(lab: cs.ClientLab) -> None:
+    """``copilot -p /compact --continue`` summarises the session (Copilot's ``preCompact``
+    hook runs first; the request asks for "a detailed summary of the conversation"), and the
+    history after it holds the summary only. memlane's session is reset: the next prompt's
+    block brings the memory back, once in every later request. Before (no ``preCompact``
+    hook): the memory was in no request after the compaction."""
+    lab.install("copilot")
+    repo = cs.make_repo(lab.root / "shop", "git@github.com:acme/shop.git")
+    memory = cs.added_memory(lab, DB)
+    (mid,) = memory
+    for n, ask in enumerate(ASKS):
+        if n == 3:
+            cs.copilot_once(lab, repo, "/compact", resume=True)
+        cs.copilot_once(lab, repo, ask, resume=n > 0)
+    found = cs.rows(lab.fake, memory)
+    table = cs.table("copilot", found, {mid: "DB"})
+    summaries = [r.n for r in found if r.summary]
+    assert len(summaries) == 1, table
+    before = [r for r in found if r.n < summaries[0]]
+    after = [r for r in found if r.n > summaries[0]]
+    assert [(r.memories.get(mid, 0), r.blocks) for r in before] == [(1, 1)] * 3, table
+    assert [(r.memories.get(mid, 0), r.blocks) for r in after] == [(1, 1)] * 3, table
+    first = lab.fake.model_requests()[after[0].n - 1].body["messages"]
+    user = [m for m in first if m.get("role") == "user"][-1]
+    said = cs.request_text({"messages": [user]})
+    assert ASKS[3] in said and cs.BLOCK in said  # the block came back with that prompt
+    log = (lab.home / "logs" / "hooks.log").read_text()
+    assert "PreCompact" in log and "reset (compact)" in log, log[-2000:]
