@@ -7,6 +7,7 @@ and answered in-process; concurrent first calls start one daemon."""
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import signal
@@ -92,7 +93,16 @@ def impostor(port: int = 0, store_id: str = "") -> Iterator[tuple[str, list[byte
             pass
 
     ThreadingHTTPServer.allow_reuse_address = True
-    server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+    for _ in range(100):
+        try:
+            server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+            break
+        except OSError as exc:  # the port a killed daemon left: another test's client may
+            if exc.errno != errno.EADDRINUSE:  # hold it for a moment (parallel test files)
+                raise
+            time.sleep(0.1)
+    else:
+        raise AssertionError(f"port {port} stayed in use for 10 s: the impostor cannot take it")
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:

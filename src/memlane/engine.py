@@ -34,7 +34,7 @@ from memlane.injection.sessions import SyncResult
 from memlane.injection.turn import TurnModel
 from memlane.llm import LLM, make_llm
 from memlane.privacy import clean_name
-from memlane.retrieval import Recipe, Retriever
+from memlane.retrieval import ModeRetriever, Recipe, Retriever
 from memlane.scope import ScopeError, check_owner, resolve_owner
 from memlane.store import MemoryStore, open_store
 from memlane.store.base import Vector
@@ -90,6 +90,18 @@ class MemoryEngine(Writes, Views, Upkeep):
         self.sessions = Sessions(self.store, settings.injection_for)
         self.turns = TurnModel(self.store, self.injector, self.sessions, settings.injection_for)
         self.settings = settings
+
+    def injector_in_mode(self, mode: str) -> Injector:
+        """An injector over this engine's store and settings whose every search runs in
+        ``mode`` (``hybrid``: the engine's own; ``vector`` or ``fts``: that leg alone), for
+        measuring what each leg would inject (``memlane replay``'s first-turn figures).
+        Raises :class:`InvalidArgument` for another mode."""
+        if mode == "hybrid":
+            return self.injector
+        if mode not in ("vector", "fts"):
+            raise InvalidArgument(f"mode must be hybrid, vector or fts, got {mode!r}")
+        retriever = ModeRetriever(self.retriever, mode)
+        return Injector(self.store, retriever, self.settings.injection_for)
 
     def reload_settings(self, settings: Settings) -> Settings:
         """Use ``settings`` from the next call on (the server's hot reload): the write path, the

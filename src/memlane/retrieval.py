@@ -463,3 +463,17 @@ def _tie_break(memory: Memory, now_ts: float) -> float:
     """0..1: half importance, half recency (half-life 30 days since the last update)."""
     age_days = max(0.0, now_ts - memory.updated_at.timestamp()) / 86400.0
     return 0.5 * memory.importance + 0.5 * math.exp(-age_days / 30.0 * math.log(2))
+
+
+class ModeRetriever(Retriever):
+    """A retriever whose every search runs in one ``mode`` (``hybrid``, ``vector`` or ``fts``:
+    a leg alone), over the same store, embeddings and settings as ``base``; the replay's
+    per-leg injection figures (:meth:`memlane.MemoryEngine.injector_in_mode`)."""
+
+    def __init__(self, base: Retriever, mode: str) -> None:
+        super().__init__(base.store, base.embeddings, base.settings)
+        self.mode = mode
+
+    def search(self, query: str, **named: Any) -> list[SearchHit]:
+        named["mode"] = self.mode
+        return super().search(query, **named)

@@ -121,6 +121,12 @@ class ServerState:
                 "memlane.toml sets no token now: the tokens in use stay until a restart "
                 "(a reload never opens the server)"
             )
+            kept = self._recorded_token()
+            if kept and kept != old.token:
+                # another change this process did not see (a worker that got no request and
+                # whose watcher was behind): take the token every process of this server keeps
+                log.warning("tokens revoked by the reload: the server's token")
+                self.server = old.model_copy(update={"token": kept})
             return
         revoked = sorted(o for o, t in old.owner_tokens.items() if new.owner_tokens.get(o) != t)
         if old.token and old.token != new.token:  # changed or removed (a new one is in use)
@@ -166,6 +172,26 @@ class ServerState:
         if self._thread is not None:
             self._thread.join(timeout=5)
             self._thread = None
+
+    def _recorded_token(self) -> str:
+        """The token this server's record (``run/server.json``) holds, when the record is this
+        process's or its parent's (the workers of ``serve --workers N``); else ``""``. The
+        record keeper applies :func:`token_after_reload` to every change of the file, so all
+        processes of one server agree on the token kept when the file sets none, whichever
+        intermediate changes each one saw (issue #34: a hook got 401 from a worker that had
+        missed a change)."""
+        import json
+        import os
+
+        try:
+            with open(self.home / "run" / "server.json", encoding="utf-8") as fh:
+                record = json.load(fh)
+        except (OSError, ValueError):
+            return ""
+        if not isinstance(record, dict) or record.get("pid") not in (os.getpid(), os.getppid()):
+            return ""
+        token = record.get("token")
+        return token if isinstance(token, str) else ""
 
     def uptime_s(self) -> float:
         return time.time() - self.started

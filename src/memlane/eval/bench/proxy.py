@@ -147,7 +147,7 @@ def run(
         "bench": "proxy",
         "requests": requests,
         "turns_per_conversation": turns,
-        "memories": engine.store.count(),
+        "memories": engine.count(),
         "embedder": engine.model_name,
         "inject_ms": _ms(inject_ms),
         "non_streaming": figures["json"],

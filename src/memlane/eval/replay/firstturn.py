@@ -26,8 +26,6 @@ from typing import Any
 
 from memlane.engine import MemoryEngine
 from memlane.injection import Injector
-from memlane.retrieval import Retriever
-from memlane.types import SearchHit
 
 #: The injection modes scored: the system, then each leg alone.
 FIRST_TURN_MODES = ("hybrid", "vector", "fts")
@@ -45,25 +43,9 @@ class FirstTurn:
     skipped: dict[str, int] = field(default_factory=dict)
 
 
-class _ModeRetriever(Retriever):
-    """The engine's retriever with every search run in one ``mode`` (a leg alone)."""
-
-    def __init__(self, base: Retriever, mode: str) -> None:
-        super().__init__(base.store, base.embeddings, base.settings)
-        self.mode = mode
-
-    def search(self, query: str, **named: Any) -> list[SearchHit]:
-        named["mode"] = self.mode
-        return super().search(query, **named)
-
-
 def first_turn_injectors(engine: MemoryEngine) -> dict[str, Injector]:
     """Mode -> an injector over ``engine``'s store and settings whose search runs that mode."""
-    out: dict[str, Injector] = {}
-    for mode in FIRST_TURN_MODES:
-        retriever = engine.retriever if mode == "hybrid" else _ModeRetriever(engine.retriever, mode)
-        out[mode] = Injector(engine.store, retriever, engine.settings.injection_for)
-    return out
+    return {mode: engine.injector_in_mode(mode) for mode in FIRST_TURN_MODES}
 
 
 def score_first_turns(
