@@ -59,31 +59,33 @@ def anthropic_client(proxy: str) -> anthropic.Anthropic:
 
 
 def ask_chat(proxy: str, history: list[Any], stream: bool) -> str:
-    client = openai_client(proxy)
-    if not stream:
-        return (
-            client.chat.completions.create(model="m", messages=history).choices[0].message.content
-            or ""
-        )
-    chunks = client.chat.completions.create(model="m", messages=history, stream=True)
-    return "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    with openai_client(proxy) as client:
+        if not stream:
+            return (
+                client.chat.completions.create(model="m", messages=history)
+                .choices[0]
+                .message.content
+                or ""
+            )
+        chunks = client.chat.completions.create(model="m", messages=history, stream=True)
+        return "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
 
 
 def ask_responses(proxy: str, history: list[Any], stream: bool) -> str:
-    client = openai_client(proxy)
-    if not stream:
-        return client.responses.create(model="m", input=history, store=False).output_text
-    events = client.responses.create(model="m", input=history, store=False, stream=True)
-    return "".join(e.delta for e in events if e.type == "response.output_text.delta")
+    with openai_client(proxy) as client:
+        if not stream:
+            return client.responses.create(model="m", input=history, store=False).output_text
+        events = client.responses.create(model="m", input=history, store=False, stream=True)
+        return "".join(e.delta for e in events if e.type == "response.output_text.delta")
 
 
 def ask_messages(proxy: str, history: list[Any], stream: bool) -> str:
-    client = anthropic_client(proxy)
-    if not stream:
-        reply = client.messages.create(model="c", max_tokens=64, messages=history)
-        return "".join(b.text for b in reply.content if b.type == "text")
-    with client.messages.stream(model="c", max_tokens=64, messages=history) as events:
-        return "".join(events.text_stream)
+    with anthropic_client(proxy) as client:
+        if not stream:
+            reply = client.messages.create(model="c", max_tokens=64, messages=history)
+            return "".join(b.text for b in reply.content if b.type == "text")
+        with client.messages.stream(model="c", max_tokens=64, messages=history) as events:
+            return "".join(events.text_stream)
 
 
 APIS: dict[str, tuple[Callable[[str, list[Any], bool], str], str]] = {
@@ -217,41 +219,46 @@ def test_async_clients_stream_and_not(proxy: str, fake: Upstream) -> None:
 
 
 def test_responses_chains_follow_the_session(proxy: str, fake: Upstream) -> None:
-    client = openai_client(proxy)
-    first = client.responses.create(model="m", input=QUESTIONS[0])
-    assert any("peanuts" in f for f in facts_in(fake.seen[-1]))
-    second = client.responses.create(model="m", input=QUESTIONS[2], previous_response_id=first.id)
-    sent = fake.seen[-1].json()
-    assert sent["previous_response_id"] == first.id
-    assert facts_in(fake.seen[-1]) == ["[fact] Bob drinks green tea every afternoon"]
-    # a tool output continuing the chain: the upstream holds the turn's block already
-    output = [{"type": "function_call_output", "call_id": "c1", "output": "42"}]
-    third = client.responses.create(model="m", input=output, previous_response_id=second.id)  # type: ignore[arg-type]
-    assert fake.seen[-1].json()["input"] == output
-    # the chain is one session: the peanuts memory is in the upstream's history already
-    fourth = client.responses.create(model="m", input=QUESTIONS[5], previous_response_id=third.id)
-    assert facts_in(fake.seen[-1]) == []
-    # streamed answers give their id too: the chain goes on through them
-    events = client.responses.create(
-        model="m", input=QUESTIONS[3], previous_response_id=fourth.id, stream=True
-    )
-    streamed = next(e for e in events if e.type == "response.completed").response.id
-    assert facts_in(fake.seen[-1]) == ["[fact] Carol runs a marathon in Berlin every September"]
-    client.responses.create(
-        model="m", input=QUESTIONS[5] + " Again?", previous_response_id=streamed
-    )
-    assert facts_in(fake.seen[-1]) == []
+    with openai_client(proxy) as client:
+        first = client.responses.create(model="m", input=QUESTIONS[0])
+        assert any("peanuts" in f for f in facts_in(fake.seen[-1]))
+        second = client.responses.create(
+            model="m", input=QUESTIONS[2], previous_response_id=first.id
+        )
+        sent = fake.seen[-1].json()
+        assert sent["previous_response_id"] == first.id
+        assert facts_in(fake.seen[-1]) == ["[fact] Bob drinks green tea every afternoon"]
+        # a tool output continuing the chain: the upstream holds the turn's block already
+        output = [{"type": "function_call_output", "call_id": "c1", "output": "42"}]
+        third = client.responses.create(model="m", input=output, previous_response_id=second.id)  # type: ignore[arg-type]
+        assert fake.seen[-1].json()["input"] == output
+        # the chain is one session: the peanuts memory is in the upstream's history already
+        fourth = client.responses.create(
+            model="m", input=QUESTIONS[5], previous_response_id=third.id
+        )
+        assert facts_in(fake.seen[-1]) == []
+        # streamed answers give their id too: the chain goes on through them
+        events = client.responses.create(
+            model="m", input=QUESTIONS[3], previous_response_id=fourth.id, stream=True
+        )
+        streamed = next(e for e in events if e.type == "response.completed").response.id
+        assert facts_in(fake.seen[-1]) == ["[fact] Carol runs a marathon in Berlin every September"]
+        client.responses.create(
+            model="m", input=QUESTIONS[5] + " Again?", previous_response_id=streamed
+        )
+        assert facts_in(fake.seen[-1]) == []
 
 
 def test_models_and_count_tokens_pass_through(proxy: str, fake: Upstream) -> None:
-    assert [m.id for m in openai_client(proxy).models.list()] == ["fake-model"]
-    client = anthropic_client(proxy)
-    user = [{"role": "user", "content": QUESTIONS[0]}]
-    counted = client.messages.count_tokens(model="c", messages=user)  # type: ignore[arg-type]
-    assert counted.input_tokens > 0
-    assert fake.seen[-1].path == "/v1/messages/count_tokens"
-    assert facts_in(fake.seen[-1]) == []  # passed through as the client sent it
-    assert [s.path for s in fake.seen] == ["/v1/models", "/v1/messages/count_tokens"]
+    with openai_client(proxy) as models:
+        assert [m.id for m in models.models.list()] == ["fake-model"]
+    with anthropic_client(proxy) as client:
+        user = [{"role": "user", "content": QUESTIONS[0]}]
+        counted = client.messages.count_tokens(model="c", messages=user)  # type: ignore[arg-type]
+        assert counted.input_tokens > 0
+        assert fake.seen[-1].path == "/v1/messages/count_tokens"
+        assert facts_in(fake.seen[-1]) == []  # passed through as the client sent it
+        assert [s.path for s in fake.seen] == ["/v1/models", "/v1/messages/count_tokens"]
 
 
 def _session(engine: MemoryEngine) -> str:

@@ -39,6 +39,7 @@ def test_memlane_proxy_serves_an_sdk_with_memory(env: dict[str, str]) -> None:
             reply = client.chat.completions.create(
                 model="m", messages=[{"role": "user", "content": QUESTIONS[0]}]
             )
+            client.close()
         assert reply.choices[0].message.content == "reply 1"
         assert any("peanuts" in f for f in facts_in(fake.seen[0]))
         assert fake.seen[0].headers["authorization"] == f"Bearer {OPENAI_KEY}"

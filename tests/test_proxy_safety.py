@@ -107,6 +107,7 @@ def test_the_api_key_reaches_the_upstream_and_nothing_else(
     fake.status = 429
     with pytest.raises(openai.RateLimitError):
         client.chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}])
+    client.close()  # its pooled sockets: unclosed, a later test fails on their ResourceWarning
     bad = httpx.post(proxy + "/nowhere/v1/chat/completions", json=CHAT, headers=KEYS)
     assert bad.status_code == 404
     assert all(s.headers["authorization"] == f"Bearer {OPENAI_KEY}" for s in fake.seen)
@@ -127,6 +128,7 @@ def test_upstream_errors_arrive_unchanged(proxy: str, fake: Upstream) -> None:
     client = openai.OpenAI(base_url=proxy + "/openai/v1", api_key=OPENAI_KEY, max_retries=0)
     with pytest.raises(openai.RateLimitError) as raised:
         client.chat.completions.create(model="m", messages=CHAT["messages"])  # type: ignore[arg-type]
+    client.close()
     assert raised.value.status_code == 429
 
 
