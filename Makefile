@@ -7,7 +7,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: install demo test lint typecheck unit clean test-llm clients
+.PHONY: install demo test lint typecheck unit clean test-llm clients fwenvs
 
 $(STAMP): pyproject.toml Makefile
 	test -d $(VENV) || $(PY) -m venv $(VENV)
@@ -37,10 +37,21 @@ clients: .clients/.installed
 	npm install --prefix .clients --no-audit --no-fund --no-save $(CLIENT_PACKAGES)
 	touch $@
 
+# Frameworks whose pins cannot share .venv (tests/fwenvs/conftest.py says which and why): one
+# virtual environment each under the ignored .fwenvs/, memlane editable with the framework's extra
+# plus pytest. The list is the test modules tests/fwenvs/test_fw_<name>.py (<name> = the extra).
+FW_ENVS := $(patsubst tests/fwenvs/test_fw_%.py,%,$(wildcard tests/fwenvs/test_fw_*.py))
+fwenvs: $(FW_ENVS:%=.fwenvs/%/.installed)
+.fwenvs/%/.installed: pyproject.toml Makefile
+	rm -rf .fwenvs/$*
+	$(PY) -m venv .fwenvs/$*
+	.fwenvs/$*/bin/pip install -q --disable-pip-version-check -e '.[$*]' 'pytest>=8'
+	touch $@
+
 # Test files run in parallel (pytest-xdist; one file stays on one worker, so a module's shared
 # server or client install is made once). CI's machine has 2 cores; override with PYTEST_WORKERS=N.
 PYTEST_WORKERS ?= 2
-unit: $(STAMP) clients
+unit: $(STAMP) clients fwenvs
 	$(BIN)/pytest -q -n $(PYTEST_WORKERS) --dist loadfile
 
 test: lint typecheck unit
@@ -60,4 +71,4 @@ test-llm: $(STAMP)
 	MEMLANE_TEST_LLM=1 $(BIN)/pytest -q -s -p no:cacheprovider tests/test_llm_real.py
 
 clean:
-	rm -rf $(VENV) .demo .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .fwenvs .demo .pytest_cache .mypy_cache .ruff_cache

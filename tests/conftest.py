@@ -43,6 +43,9 @@ from memlane import HashEmbedder, LLMVerdict, LocalEmbedder, MemoryEngine, Setti
 from memlane.embeddings import Embedder
 from memlane.store import MemoryStore, open_store
 
+#: tests/fwenvs/ runs in each framework's own environment (tests/test_fw_venvs.py starts it).
+collect_ignore = ["fwenvs"]
+
 #: Storage backends every backend-generic test runs against.
 BACKENDS = ["sqlite", "postgres"]
 
