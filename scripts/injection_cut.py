@@ -8,7 +8,7 @@ Each question is searched once per mode (hybrid, vector, fts) as the injection s
 ``search_limit``, no access recorded) and its candidates are kept in ``--cache`` (their legs'
 ranks, cosine, BM25 score, whether they cite the question's evidence); a second run reads the
 cache and never embeds. Then every combination of the grid below is applied with the real rule
-(:func:`memlane.injection.cut.judge`) and scored as ``memlane replay`` scores first-turn blocks:
+(:func:`memlane.injection.cut.decide`) and scored as ``memlane replay`` scores first-turn blocks:
 mean items, precision (items citing evidence / items) and recall (evidence covered). The real
 pipeline's in-block dedup is not simulated (it removes ~1 % of the items); ``memlane replay
 --score-only`` confirms a choice on the real injector.
@@ -27,7 +27,7 @@ from memlane.config import Settings
 from memlane.engine import MemoryEngine
 from memlane.eval.replay import load_conversations, select_conversations
 from memlane.eval.replay.run import _evidence
-from memlane.injection.cut import judge
+from memlane.injection.cut import decide
 from memlane.retrieval import LegScores
 
 MODES = ("hybrid", "vector", "fts")
@@ -90,7 +90,7 @@ def score(
         ev = LegScores(top_bm25=data["top"], best_cosine=data["best"])
         covered: set[str] = set()
         for ranks, cos, bm25, cited, length in data["hits"]:
-            ok, _ = judge(ranks, cos, bm25, ev, cfg)
+            ok, _ = decide(ranks, cos, bm25, ev, cfg)
             if not ok:
                 continue
             items += 1

@@ -16,8 +16,10 @@ from memlane import MemoryEngine
 from memlane.cli import app
 from memlane.config import InjectionSettings
 from memlane.injection import Injector
-from memlane.injection.cut import explaining, judge
+from memlane.injection import cut as cut_module
+from memlane.injection.cut import cut, decide, explaining, judge
 from memlane.retrieval import LegScores
+from memlane.types import SearchHit
 
 EDITOR = [
     "Alice uses Neovim as her code editor, configured with LazyVim.",
@@ -94,6 +96,40 @@ def test_the_cut_can_be_turned_off() -> None:
         True,
         "kept: the cut is off (cut = false)",
     )
+
+
+def test_the_hot_path_decides_without_putting_it_in_words(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Every turn runs the cut over every candidate: the words are built only while
+    :func:`explaining` collects them (review note on #37), and the decision is the same."""
+    ev = LegScores(top_bm25=5.0, best_cosine=0.70, bm25={})
+    cfg = _cfg()
+    grid = [
+        (ranks, cos, bm25)
+        for ranks in ({"vector": 1, "fts": 2}, {"fts": 3}, {"vector": 4}, {"neighbour": 1})
+        for cos in (0.70, 0.62, 0.50, 0.30)
+        for bm25 in (None, 0.2, 1.0, 4.0)
+    ]
+    for ranks, cos, bm25 in grid:
+        assert decide(ranks, cos, bm25, ev, cfg)[0] == judge(ranks, cos, bm25, ev, cfg)[0]
+    monkeypatch.setenv("MEMLANE_EMBEDDING__PROVIDER", "hash")
+    with MemoryEngine.open(tmp_path) as engine:
+        mems = [engine.add(f"memory {n} about the editor", owner="a").memory for n in range(4)]
+    hits = [SearchHit(m, 0.0, 0.70 - 0.1 * n, {"vector": n + 1}) for n, m in enumerate(mems)]
+    worded: list[str] = []
+    real = cut_module.reason
+
+    def counting(*args: object, **kwargs: object) -> str:
+        worded.append("x")
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(cut_module, "reason", counting)
+    kept, dropped = cut(hits, ev, cfg)
+    assert worded == [] and (len(kept), dropped) == (2, 2)
+    with explaining() as verdicts:
+        assert cut(hits, ev, cfg) == (kept, dropped)
+    assert len(worded) == 4 and [v.kept for v in verdicts] == [True, True, False, False]
 
 
 @pytest.mark.model

@@ -26,7 +26,9 @@ block is then the top ``search_limit`` hits, as before). Chosen on LoCoMo dev an
 1-10 (docs/replay.md, "Injection precision").
 
 :func:`explaining` collects every candidate's :class:`Verdict` (its legs' ranks and scores and the
-rule that kept or cut it, in words) for ``memlane inject --explain``.
+rule that kept or cut it, in words) for ``memlane inject --explain``. The hot path decides with
+:func:`decide` (comparisons only) and puts a decision in words (:func:`reason`) only while such a
+collector is open.
 """
 
 from __future__ import annotations
@@ -58,6 +60,90 @@ class Verdict:
     rule: str
 
 
+def decide(
+    ranks: Mapping[str, int],
+    cosine: float,
+    bm25: float | None,
+    evidence: LegScores,
+    cfg: InjectionSettings,
+) -> tuple[bool, str]:
+    """Whether a hit with these ``ranks`` (leg -> rank), ``cosine`` and ``bm25`` enters the block
+    of a query whose legs scored ``evidence``, and which rule decided: ``"off"`` (the cut is
+    off), ``"both"`` (both ranked legs found it), ``"fts"`` (only full text), ``"vector"`` (only
+    the vector, neighbour or graph leg). Only comparisons: this runs for every candidate of every
+    turn; :func:`reason` puts a decision in words when someone reads it."""
+    if not cfg.cut:
+        return True, "off"
+    if "vector" in ranks and "fts" in ranks:
+        strong = (
+            evidence.best_cosine - cosine <= cfg.cut_both_cosine_gap
+            or (bm25 or 0.0) >= cfg.cut_both_bm25_relative * evidence.top_bm25
+        )
+        return strong, "both"
+    if "fts" in ranks:
+        need = max(cfg.cut_bm25_relative * evidence.top_bm25, cfg.cut_bm25_floor)
+        return (bm25 or 0.0) >= need, "fts"
+    return evidence.best_cosine - cosine <= cfg.cut_cosine_gap, "vector"
+
+
+def reason(
+    kept: bool,
+    rule: str,
+    ranks: Mapping[str, int],
+    cosine: float,
+    bm25: float | None,
+    evidence: LegScores,
+    cfg: InjectionSettings,
+) -> str:
+    """The words for :func:`decide`'s ``(kept, rule)`` on this hit (``memlane inject
+    --explain``, the sessions page)."""
+    best_cos, top = evidence.best_cosine, evidence.top_bm25
+    if rule == "off":
+        return "kept: the cut is off (cut = false)"
+    if rule == "both":
+        found = (
+            f"both legs found it (vector #{ranks['vector']}, cosine {cosine:.3f}, "
+            f"{best_cos - cosine:.3f} below the best {best_cos:.3f}; full-text #{ranks['fts']}, "
+            f"BM25 {bm25 or 0.0:.2f} of the best {top:.2f})"
+        )
+        both_gap, both_rel = cfg.cut_both_cosine_gap, cfg.cut_both_bm25_relative
+        if kept:
+            return f"kept: {found}; one of them within {both_gap:g} / {both_rel:g} x"
+        return (
+            f"cut: {found}; neither within {both_gap:g} of the best cosine nor "
+            f"{both_rel:g} x the best BM25"
+        )
+    if rule == "fts":
+        score = bm25 or 0.0
+        need = max(cfg.cut_bm25_relative * top, cfg.cut_bm25_floor)
+        if kept:
+            return (
+                f"kept: only full-text found it (#{ranks['fts']}); BM25 {score:.2f} >= {need:.2f} "
+                f"({cfg.cut_bm25_relative:g} x the best {top:.2f}, at least "
+                f"{cfg.cut_bm25_floor:g})"
+            )
+        common = " (its matched words are common in this owner's memories)" * (
+            score < cfg.cut_bm25_floor
+        )
+        return (
+            f"cut: only full-text found it (#{ranks['fts']}) and its BM25 {score:.2f} is below "
+            f"{need:.2f} ({cfg.cut_bm25_relative:g} x the best {top:.2f}, at least "
+            f"{cfg.cut_bm25_floor:g}){common}"
+        )
+    leg = "the vector leg" if "vector" in ranks else f"the {'/'.join(ranks) or 'no'} leg"
+    where = f" (#{ranks['vector']})" if "vector" in ranks else ""
+    gap = best_cos - cosine
+    if kept:
+        return (
+            f"kept: only {leg} found it{where}; cosine {cosine:.3f} is within "
+            f"{cfg.cut_cosine_gap:g} of the best ({best_cos:.3f})"
+        )
+    return (
+        f"cut: only {leg} found it{where} and its cosine {cosine:.3f} is {gap:.3f} below the "
+        f"best ({best_cos:.3f}; at most {cfg.cut_cosine_gap:g} allowed)"
+    )
+
+
 def judge(
     ranks: Mapping[str, int],
     cosine: float,
@@ -66,52 +152,10 @@ def judge(
     cfg: InjectionSettings,
 ) -> tuple[bool, str]:
     """Whether a hit with these ``ranks`` (leg -> rank), ``cosine`` and ``bm25`` enters the block
-    of a query whose legs scored ``evidence``; and the rule, in words."""
-    best_cos, top = evidence.best_cosine, evidence.top_bm25
-    if not cfg.cut:
-        return True, "kept: the cut is off (cut = false)"
-    if "vector" in ranks and "fts" in ranks:
-        found = (
-            f"both legs found it (vector #{ranks['vector']}, cosine {cosine:.3f}, "
-            f"{best_cos - cosine:.3f} below the best {best_cos:.3f}; full-text #{ranks['fts']}, "
-            f"BM25 {bm25 or 0.0:.2f} of the best {top:.2f})"
-        )
-        both_gap, both_rel = cfg.cut_both_cosine_gap, cfg.cut_both_bm25_relative
-        if best_cos - cosine <= both_gap or (bm25 or 0.0) >= both_rel * top:
-            return True, f"kept: {found}; one of them within {both_gap:g} / {both_rel:g} x"
-        return False, (
-            f"cut: {found}; neither within {both_gap:g} of the best cosine nor "
-            f"{both_rel:g} x the best BM25"
-        )
-    if "fts" in ranks:
-        score = bm25 or 0.0
-        need = max(cfg.cut_bm25_relative * top, cfg.cut_bm25_floor)
-        if score >= need:
-            return True, (
-                f"kept: only full-text found it (#{ranks['fts']}); BM25 {score:.2f} >= {need:.2f} "
-                f"({cfg.cut_bm25_relative:g} x the best {top:.2f}, at least "
-                f"{cfg.cut_bm25_floor:g})"
-            )
-        common = " (its matched words are common in this owner's memories)" * (
-            score < cfg.cut_bm25_floor
-        )
-        return False, (
-            f"cut: only full-text found it (#{ranks['fts']}) and its BM25 {score:.2f} is below "
-            f"{need:.2f} ({cfg.cut_bm25_relative:g} x the best {top:.2f}, at least "
-            f"{cfg.cut_bm25_floor:g}){common}"
-        )
-    leg = "the vector leg" if "vector" in ranks else f"the {'/'.join(ranks) or 'no'} leg"
-    where = f" (#{ranks['vector']})" if "vector" in ranks else ""
-    gap = best_cos - cosine
-    if gap <= cfg.cut_cosine_gap:
-        return True, (
-            f"kept: only {leg} found it{where}; cosine {cosine:.3f} is within "
-            f"{cfg.cut_cosine_gap:g} of the best ({best_cos:.3f})"
-        )
-    return False, (
-        f"cut: only {leg} found it{where} and its cosine {cosine:.3f} is {gap:.3f} below the "
-        f"best ({best_cos:.3f}; at most {cfg.cut_cosine_gap:g} allowed)"
-    )
+    of a query whose legs scored ``evidence``; and the rule, in words (:func:`decide` then
+    :func:`reason`)."""
+    kept, rule = decide(ranks, cosine, bm25, evidence, cfg)
+    return kept, reason(kept, rule, ranks, cosine, bm25, evidence, cfg)
 
 
 def cut(
@@ -123,11 +167,12 @@ def cut(
     notes = _COLLECT.get()
     for hit in hits:
         bm25 = evidence.bm25.get(hit.memory.id)
-        ok, rule = judge(hit.ranks, hit.similarity, bm25, evidence, cfg)
+        ok, rule = decide(hit.ranks, hit.similarity, bm25, evidence, cfg)
         if ok:
             kept.append(hit)
-        if notes is not None:
-            notes.append(Verdict(hit.memory, dict(hit.ranks), hit.similarity, bm25, ok, rule))
+        if notes is not None:  # words only for a reader (inject --explain, the sessions page)
+            words = reason(ok, rule, hit.ranks, hit.similarity, bm25, evidence, cfg)
+            notes.append(Verdict(hit.memory, dict(hit.ranks), hit.similarity, bm25, ok, words))
     return kept, len(hits) - len(kept)
 
 
