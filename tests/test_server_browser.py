@@ -18,6 +18,7 @@ import pytest
 
 from conftest import REPO, Backend
 from server_support import Served, run_server
+from test_injection_cut import EDITOR, UNRELATED
 
 sync_api = pytest.importorskip("playwright.sync_api")
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
@@ -263,6 +264,66 @@ def test_overview_answers_in_three_clicks(page: Any, served: Served) -> None:
     expect(page.locator("#log ins", has_text="4pm")).to_be_visible()
     assert serious_violations(page) == []
     shot(page, "dedup-log.png")
+
+
+#: A memory whose text is markup: the pages must show it as text, never run it.
+HOSTILE = '<img src=x onerror="window.__pwned=1"> alice editor <script>window.__pwned=2</script>'
+
+
+def test_session_explain_view_shows_each_candidates_legs_scores_and_rule(
+    page: Any, served: Served
+) -> None:
+    """Issue #37, item 3: the session page explains an injection of a message: every candidate
+    with its legs' ranks, cosine, BM25 and the rule that kept or cut it, in words; the
+    candidates the session's window holds are marked; nothing is injected or recorded; a
+    memory whose text is markup shows as text."""
+    expect = sync_api.expect
+    message = "set up the editor for alice"
+    with httpx.Client(base_url=served.url) as http:
+        for content in [*EDITOR, *UNRELATED[:8], HOSTILE]:  # her name in each of them
+            body = {"memory": {"content": content}, "owner": "alice"}
+            assert http.post("/v1/memories", json=body).status_code == 200
+        shown = http.post(
+            "/v1/inject", json={"session": "chat-9", "text": message, "owner": "alice"}
+        )
+        in_block = {item["memory"]["content"] for item in shown.json()["items"]}
+    assert in_block
+
+    page.goto(served.url + "/sessions/chat-9?owner=alice")
+    expect(page.locator("#turn")).to_contain_text("Turn 1.")
+    expect(page.locator("#explain")).to_have_count(0)  # no message yet: no table
+    page.fill("#explain-text", message)
+    page.click("#explain-go")
+    rows = page.locator("#explain tbody tr")
+    expect(rows.first).to_be_visible()
+    n = rows.count()
+    kept = page.locator("#explain tbody tr.kept").count()
+    cut = page.locator("#explain tbody tr.cut").count()
+    assert kept >= 1 and cut >= 1 and kept + cut == n, (kept, cut, n)
+    expect(page.locator("#explain-summary")).to_have_text(f"{n} candidates; {kept} passed the cut.")
+    for i in range(n):
+        row = rows.nth(i)
+        cells = row.locator("td")
+        verdict = cells.nth(4).inner_text()
+        assert row.locator(".rule").inner_text().startswith(f"{verdict}: ")
+        assert "vector #" in cells.nth(1).inner_text() or "full-text #" in cells.nth(1).inner_text()
+        float(cells.nth(2).inner_text())  # the cosine, a number
+        text = cells.nth(0).locator("a").inner_text()
+        # what the session was shown at turn 1 is in its window: marked
+        assert ("shown within the window" in cells.nth(0).inner_text()) == (text in in_block)
+    # the cut's own words: alice is in every memory, so her name alone carries nothing
+    expect(page.locator("#explain")).to_contain_text("cut: ")
+    # hostile text: shown as text, never run, no element made of it
+    expect(page.locator("#explain")).to_contain_text("<script>window.__pwned=2</script>")
+    assert page.evaluate("window.__pwned") is None
+    expect(page.locator("#explain img")).to_have_count(0)
+    expect(page.locator("#explain script")).to_have_count(0)
+    assert "explain=" in page.url  # the view is an address: it can be shared and reloaded
+    # nothing was injected or recorded by explaining
+    expect(page.locator("#turn")).to_contain_text("Turn 1.")
+    expect(page.locator("#turns tbody tr")).to_have_count(1)
+    assert serious_violations(page) == []
+    shot(page, "session-explain.png")
 
 
 def test_pickers_lists_and_not_found(page: Any, served: Served) -> None:

@@ -30,6 +30,8 @@ from memlane.embeddings import Embedder, embedder_from_settings
 from memlane.embeddings.cache import Embeddings
 from memlane.errors import InvalidArgument, InvalidMemory, NotFound
 from memlane.injection import Injector, Sessions, format_block
+from memlane.injection.cut import Verdict
+from memlane.injection.explain import candidates
 from memlane.injection.sessions import SyncResult
 from memlane.injection.turn import TurnModel
 from memlane.llm import LLM, make_llm
@@ -309,6 +311,25 @@ class MemoryEngine(Writes, Views, Upkeep):
         return self.injector.inject(
             named(session), text, owner=owner, agent=agent, recent=recent, max_chars=max_chars,
             known=known, project=project,
+        )  # fmt: skip
+
+    def explain_injection(
+        self,
+        text: str,
+        *,
+        owner: str | None = None,
+        agent: str | None = None,
+        project: str | None = None,
+        recent: Sequence[str] | None = None,
+    ) -> builtins.list[Verdict]:
+        """Why an injection of ``text`` would hold what it holds, without injecting: each
+        candidate of its search with its legs' ranks and scores and the cut's rule in words
+        (:func:`memlane.injection.explain.candidates`; nothing recorded). Raises
+        :class:`InvalidArgument` for an empty ``text``."""
+        _check_project(project)
+        return candidates(
+            self.injector, text, owner=self.owner_of(owner, agent), agent=agent,
+            project=project, recent=recent,
         )  # fmt: skip
 
     def turn(

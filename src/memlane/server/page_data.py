@@ -9,7 +9,7 @@ import difflib
 import os
 import re
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -117,3 +117,13 @@ def human_bytes(n: int) -> str:
             return f"{size:,.0f} {unit}" if unit == "bytes" else f"{size:,.1f} {unit}"
         size /= 1024
     return f"{n} bytes"
+
+
+#: How the explain view names a search leg.
+LEG_NAMES = {"vector": "vector", "fts": "full-text", "neighbour": "neighbour", "graph": "graph"}
+
+
+def legs_text(ranks: Mapping[str, int]) -> str:
+    """A candidate's legs with its rank in each (``{"vector": 2, "fts": 5}`` -> ``"vector #2,
+    full-text #5"``) for the sessions page's explain view."""
+    return ", ".join(f"{LEG_NAMES.get(leg, leg)} #{rank}" for leg, rank in ranks.items())

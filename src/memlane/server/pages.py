@@ -10,7 +10,9 @@ Every page has the owner and agent pickers (kept in the URL: ``?owner=&agent=``)
 - ``/memories``: search (score, the legs that found each hit), filters, count, sorting, paging;
   ``/memories/{id}``: a memory, its history and associations (as texts), forget and restore;
 - ``/sessions``: the owner's sessions, recent first; ``/sessions/{id}``: each turn, what it
-  injected and why candidates were left out; reset;
+  injected and why candidates were left out; reset; ``?explain=<message>``: the explain view,
+  each candidate an injection of that message would weigh with its legs' ranks and scores and
+  the rule that kept or cut it, in words (nothing injected or recorded);
 - ``/dedup-log``: decisions in words, the two texts side by side with the changed words marked;
 - ``/login``: the token, checked and kept by the server in an ``HttpOnly; SameSite=Strict``
   cookie for the pages; ``/favicon.ico``.
@@ -254,7 +256,9 @@ def router(state: ServerState) -> APIRouter:
         return render(request, "sessions.html", rows=rows, **context)
 
     @pages.get("/sessions/{session_id}", response_class=HTMLResponse)
-    def session(request: Request, session_id: str, who: Caller, owner: Text = None) -> HTMLResponse:
+    def session(
+        request: Request, session_id: str, who: Caller, owner: Text = None, explain: Text = None
+    ) -> HTMLResponse:
         context = pickers(who, owner, None)
         chosen = context["owner"]
         s = state.engine.session(session_id, owner=chosen)
@@ -265,7 +269,21 @@ def router(state: ServerState) -> APIRouter:
         texts = {
             mid: m.content for mid, m in state.engine.get_many(list(ids), owner=chosen).items()
         }
-        return render(request, "session.html", s=s, events=events, texts=texts, **context)
+        # the explain view: the cut's verdict on each candidate for a message (nothing recorded)
+        verdicts = None
+        if explain and explain.strip():
+            verdicts = state.engine.explain_injection(explain, owner=chosen)
+        return render(
+            request,
+            "session.html",
+            s=s,
+            events=events,
+            texts=texts,
+            explain=explain or "",
+            verdicts=verdicts,
+            legs=page_data.legs_text,
+            **context,
+        )
 
     @pages.get("/dedup-log", response_class=HTMLResponse)
     def dedup_log(
