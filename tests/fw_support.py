@@ -15,6 +15,7 @@ in it).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 import time
@@ -315,8 +316,22 @@ def tool_replies(requests: Iterable[Mapping[str, Any]]) -> list[str]:
     for body in requests:
         last = (body.get("messages") or [{}])[-1]
         if last.get("role") == "tool":
-            replies.extend(_texts(last.get("content")))
+            replies.extend(_unwrapped(t) for t in _texts(last.get("content")))
     return replies
+
+
+def _unwrapped(text: str) -> str:
+    """A tool result as the tool returned it: Google ADK sends a function's text as the JSON
+    ``{"result": text}``."""
+    with contextlib.suppress(ValueError):
+        value = json.loads(text)
+        if (
+            isinstance(value, dict)
+            and list(value) == ["result"]
+            and isinstance(value["result"], str)
+        ):
+            return value["result"]
+    return text
 
 
 #: What a ``remember`` tool answers for a new memory, and for one the store already holds.

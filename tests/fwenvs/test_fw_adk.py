@@ -1,0 +1,248 @@
+"""memlane in Google ADK 2.x (google-adk[openai] from PyPI, the ``adk`` extra, in .fwenvs/adk): a
+real ``Runner`` with an ``InMemorySessionService`` and an ``LlmAgent`` on ADK's own
+OpenAI-compatible model (``OpenAILlm(base_url=...)``) against the fake model of
+tests/fw_support.py; :class:`MemlaneMemoryService` as the runner's memory service and its
+injection tool in the agent's tools."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.metadata
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("google.adk", reason="the adk extra is not installed")
+
+from google.adk.agents import LlmAgent
+from google.adk.integrations.openai import OpenAILlm
+from google.adk.runners import Runner
+from google.adk.sessions import InMemorySessionService
+from google.genai import types
+from openai import AsyncOpenAI
+
+from fw_support import (
+    DEPLOY,
+    PROJECT,
+    TABS,
+    TOOL,
+    FakeModel,
+    check_bob,
+    check_remember,
+    open_engine,
+    open_engine_as_is,
+    run_scenario,
+    seed,
+)
+from llm_server import Reply, Script, serve
+from memlane import MemoryEngine
+from memlane.config import LLMSettings
+from memlane.integrations.adk import MemlaneMemoryService
+from memlane.llm import make_llm
+
+APP = "memlane-test"
+
+
+@pytest.fixture(scope="module")
+def model() -> Iterator[FakeModel]:
+    with FakeModel() as served:
+        yield served
+
+
+@pytest.fixture
+def engine(tmp_path: Path) -> Iterator[MemoryEngine]:
+    engine = open_engine(tmp_path)
+    yield engine
+    engine.close()
+
+
+def lookup(topic: str) -> str:
+    """Look a topic up in the team's notes."""
+    return f"notes about {topic}"
+
+
+lookup.__name__ = TOOL
+
+
+class Chat:
+    """One ADK session of ``user``: each ``ask`` is one ``Runner.run_async`` invocation (a user
+    turn; the tool loop makes two LLM steps), on one event loop."""
+
+    def __init__(
+        self, model: FakeModel, memory: Any, user: str = "alice", session: str = "chat"
+    ) -> None:
+        self.service = MemlaneMemoryService(memory, project=PROJECT)
+        self.client = AsyncOpenAI(base_url=model.url, api_key="test", max_retries=0)
+        self.agent = LlmAgent(
+            name="assistant",
+            model=OpenAILlm(model="fake", client=self.client),
+            instruction="You are a helpful assistant.",
+            tools=[lookup, self.service.tool(), self.service.remember_tool()],
+        )
+        self.sessions = InMemorySessionService()
+        self.runner = Runner(
+            app_name=APP,
+            agent=self.agent,
+            session_service=self.sessions,
+            memory_service=self.service,
+            auto_create_session=True,
+        )
+        self.user, self.session = user, session
+        self.loop = asyncio.Runner()
+
+    async def _ask(self, text: str) -> list[Any]:
+        message = types.Content(role="user", parts=[types.Part(text=text)])
+        return [
+            event
+            async for event in self.runner.run_async(
+                user_id=self.user, session_id=self.session, new_message=message
+            )
+        ]
+
+    def ask(self, text: str) -> list[Any]:
+        return self.loop.run(self._ask(text))
+
+    def stored(self) -> Any:
+        return self.loop.run(
+            self.sessions.get_session(app_name=APP, user_id=self.user, session_id=self.session)
+        )
+
+    def close(self) -> None:
+        self.loop.run(self.runner.close())
+        self.loop.run(self.client.close())
+        self.loop.close()
+
+
+@pytest.fixture
+def chat(model: FakeModel, engine: MemoryEngine) -> Iterator[Chat]:
+    chat = Chat(model, engine)
+    yield chat
+    chat.close()
+
+
+def test_each_model_call_of_a_turn_holds_its_memories_once(model: FakeModel, chat: Chat) -> None:
+    seen = run_scenario(model, chat.ask)
+    # ADK keeps none of it: the session's events hold no memory (the text is per step).
+    events = json.dumps([e.model_dump(mode="json") for e in chat.stored().events])
+    assert DEPLOY not in events and TABS not in events
+    # ... and the tool's declaration never reached the model (it is not callable).
+    offered = {t["function"]["name"] for t in seen[0][0].get("tools") or []}
+    assert offered == {TOOL, "remember"}, offered
+
+
+def test_owner_comes_from_the_adk_user_id(model: FakeModel, engine: MemoryEngine) -> None:
+    chat = Chat(model, engine, user="bob")
+    try:
+        check_bob(model, chat.ask)
+    finally:
+        chat.close()
+
+
+def test_remember_tool_goes_through_the_write_path(
+    model: FakeModel, engine: MemoryEngine, chat: Chat
+) -> None:
+    check_remember(model, engine, chat.ask, "adk")
+
+
+def test_search_memory_is_memlanes_hybrid_search_in_the_users_scope(
+    engine: MemoryEngine, chat: Chat
+) -> None:
+    """What ADK's ``load_memory`` / ``preload_memory`` read: Alice's memories of the project and
+    her global ones, never the other project's nor Bob's."""
+    found = chat.loop.run(
+        chat.service.search_memory(app_name=APP, user_id="alice", query="billing deploy tabs")
+    )
+    texts = [m.content.parts[0].text for m in found.memories]
+    assert set(texts) == {DEPLOY, TABS}, texts
+    assert texts[0] == DEPLOY  # the best hit first
+    ids = {m.id for m in found.memories}
+    assert ids == {m.id for m in engine.list(owner="alice", project=PROJECT)}
+    bobs = chat.loop.run(
+        chat.service.search_memory(
+            app_name=APP, user_id="bob", query="where does the billing service deploy?"
+        )
+    )
+    assert [m.content.parts[0].text for m in bobs.memories] == [
+        "Bob deploys the billing service to Heroku and prefers spaces"
+    ]
+
+
+def test_add_memory_goes_through_the_write_path(engine: MemoryEngine, chat: Chat) -> None:
+    """``add_memory``'s entries are offered to the write path in the user's scope: a duplicate
+    is not stored twice, a secret is redacted, ``<private>`` text dropped."""
+    from google.adk.memory.memory_entry import MemoryEntry
+
+    secret = "The staging key is AKIAZ7Q3XK2M4N8P1R5T<private>, the PIN is 4411</private>"
+    entries = [
+        MemoryEntry(content=types.Content(parts=[types.Part(text=t)]))
+        for t in ("Alice's editor is Helix", TABS, secret)
+    ]
+    before = {m.id for m in engine.list(owner="alice", limit=100)}
+    chat.loop.run(chat.service.add_memory(app_name=APP, user_id="alice", memories=entries))
+    added = [m for m in engine.list(owner="alice", limit=100) if m.id not in before]
+    assert sorted((m.content, m.project, m.source) for m in added) == [
+        ("Alice's editor is Helix", PROJECT, "adk"),
+        ("The staging key is [redacted:aws_access_key_id]", PROJECT, "adk"),
+    ]  # TABS was already there: not stored twice
+    assert all("Helix" not in m.content for m in engine.list(owner="bob", limit=100))
+
+
+def test_add_session_to_memory_gives_the_session_to_memlanes_learn(
+    model: FakeModel, tmp_path: Path
+) -> None:
+    """The session's user and model texts go to the configured LLM (a fake OpenAI-compatible
+    one, tests/llm_server.py); its memories go through the write path in the user's scope and
+    the session; the memlane text the model got is not in what is learned."""
+    learned = {"content": "Alice wants deploy notes in the changelog", "type": "preference"}
+    script = Script("openai", steps=[Reply(json.dumps({"memories": [learned]}))])
+    with serve(script) as url:
+        llm = make_llm(LLMSettings(provider="openai", model="m", base_url=url, max_retries=0))
+        engine = open_engine_as_is(tmp_path, llm=llm)
+        chat = Chat(model, engine, session="learned")
+        try:
+            seed(engine)
+            chat.ask("Where do we deploy the billing service?")
+            chat.loop.run(chat.service.add_session_to_memory(chat.stored()))
+            saved = [m for m in engine.list(owner="alice") if m.content == learned["content"]]
+            assert [(m.project, m.session) for m in saved] == [(PROJECT, "learned")]
+        finally:
+            chat.close()
+            engine.close()
+    transcript = json.dumps(script.requests[0]["json"])
+    assert "Where do we deploy the billing service?" in transcript and DEPLOY not in transcript
+
+
+def test_add_session_to_memory_without_an_llm_says_how_to_configure_one(
+    model: FakeModel, chat: Chat
+) -> None:
+    chat.ask("Where do we deploy the billing service?")
+    with pytest.raises(Exception, match=r"llm\.provider.*set \[llm\] provider"):
+        chat.loop.run(chat.service.add_session_to_memory(chat.stored()))
+
+
+def test_an_adk_outside_the_range_is_refused_naming_the_extra(tmp_path: Path) -> None:
+    """ADK 1.x (``ToolContext`` before 2.0's ``Context``) or a future 3.x: importing the adapter
+    raises UnsupportedFramework naming the version, the range and the extra."""
+    fake = tmp_path / "google_adk-1.18.0.dist-info"
+    fake.mkdir()
+    (fake / "METADATA").write_text("Metadata-Version: 2.1\nName: google-adk\nVersion: 1.18.0\n")
+    code = (
+        "import sys; sys.path.insert(0, sys.argv[1])\n"
+        "from memlane.integrations.adk import MemlaneMemoryService\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 1
+    last = done.stderr.strip().splitlines()[-1]
+    assert last == (
+        "memlane.integrations._base.UnsupportedFramework: google-adk 1.18.0 is not supported: "
+        "memlane's adapter needs google-adk >=2.0,<3; pip install 'memlane[adk]' "
+        "(supported: google-adk >=2.0,<3)"
+    ), last
+    assert importlib.metadata.version("google-adk") == "2.13.0"
