@@ -8,8 +8,10 @@ memlane text as its turn's first call, and whether any memory was in it twice. d
 shows its output.
 
     python scripts/framework_turns.py            # every installed framework
-    python scripts/framework_turns.py langchain  # one (langchain, openai-agents, pydantic-ai, llamaindex)
+    python scripts/framework_turns.py langchain  # one (langchain, openai-agents, pydantic-ai, llamaindex, adk)
 
+A framework with its own environment (tests/fwenvs/test_fw_<name>.py, built by `make fwenvs`) that
+this interpreter cannot import is run by .fwenvs/<name>/bin/python (this script, `--rows NAME`).
 Frameworks whose extra is not installed are skipped (said on stderr).
 """
 
@@ -17,14 +19,17 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import os
+import subprocess
 import sys
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-TESTS = Path(__file__).resolve().parents[1] / "tests"
-sys.path.insert(0, str(TESTS))
+ROOT = Path(__file__).resolve().parents[1]
+TESTS, FWENVS = ROOT / "tests", ROOT / "tests" / "fwenvs"
+sys.path[:0] = [str(TESTS), str(FWENVS)]
 
 import pytest  # noqa: E402  (the test modules skip themselves without their framework)
 
@@ -58,7 +63,24 @@ FRAMEWORKS: dict[str, Callable[[fw.FakeModel, Any], Any]] = {
     "openai-agents": _chat("test_fw_openai_agents"),
     "pydantic-ai": _chat("test_fw_pydantic_ai"),
     "llamaindex": _chat("test_fw_llamaindex"),
+    "adk": _chat("test_fw_adk"),
 }
+
+
+def own_env_rows(name: str) -> list[str] | None:
+    """The rows of a framework with its own environment, from its Python (``None``: it has
+    none, or that is this interpreter)."""
+    python = ROOT / ".fwenvs" / name / "bin" / "python"
+    if not (FWENVS / f"test_fw_{name}.py").exists() or not python.exists():
+        return None
+    if Path(sys.prefix).resolve() == python.parents[1].resolve():
+        return None
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    done = subprocess.run(
+        [str(python), __file__, "--rows", name],
+        env=env, capture_output=True, text=True, timeout=600, check=True,
+    )  # fmt: skip
+    return done.stdout.splitlines()
 
 
 def rows(name: str, model: fw.FakeModel) -> list[str]:
@@ -85,18 +107,22 @@ def rows(name: str, model: fw.FakeModel) -> list[str]:
 
 
 def main(argv: list[str]) -> int:
-    wanted = argv or list(FRAMEWORKS)
-    print(
-        "| Framework | Turn | Model call | Memories in the request | Same memlane text as the turn's first call | A memory twice |"
-    )
-    print("|---|---|---|---|---|---|")
+    only_rows = argv[:1] == ["--rows"]
+    wanted = argv[1:] if only_rows else argv or list(FRAMEWORKS)
+    if not only_rows:
+        print(
+            "| Framework | Turn | Model call | Memories in the request | Same memlane text as the turn's first call | A memory twice |"
+        )
+        print("|---|---|---|---|---|---|")
     with fw.FakeModel() as model:
         for name in wanted:
             try:
                 lines = rows(name, model)
             except (ImportError, pytest.skip.Exception) as missing:
-                print(f"{name}: skipped ({missing})", file=sys.stderr)
-                continue
+                lines = None if only_rows else own_env_rows(name)
+                if lines is None:
+                    print(f"{name}: skipped ({missing})", file=sys.stderr)
+                    continue
             print("\n".join(lines))
     return 0
 

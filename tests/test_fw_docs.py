@@ -30,6 +30,9 @@ NEEDS = {
     "Pydantic AI": "pydantic_ai",
     "LlamaIndex": "llama_index.core",
 }
+#: Examples whose framework has its own environment: tests/fwenvs/test_fw_<name>.py runs them
+#: there with :func:`run_example` (the main environment cannot import that framework).
+OWN_ENV = {"Google ADK": "adk"}
 MEMORY = "Fly.io"
 
 
@@ -44,12 +47,20 @@ def model() -> Iterator[FakeModel]:
 
 
 def test_the_page_has_one_example_per_framework() -> None:
-    assert [title for title, _ in examples()] == list(NEEDS)
+    assert sorted(title for title, _ in examples()) == sorted([*NEEDS, *OWN_ENV])
 
 
-@pytest.mark.parametrize(("title", "code"), examples(), ids=[t for t, _ in examples()])
+HERE = [(t, c) for t, c in examples() if t not in OWN_ENV]
+
+
+@pytest.mark.parametrize(("title", "code"), HERE, ids=[t for t, _ in HERE])
 def test_example_runs(title: str, code: str, model: FakeModel, tmp_path: Path) -> None:
     pytest.importorskip(NEEDS[title])
+    run_example(code, model, tmp_path)
+
+
+def run_example(code: str, model: FakeModel, tmp_path: Path) -> None:
+    """Run one example with this interpreter as the module docstring says."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("MEMLANE_", "OPENAI_"))}
     env |= {
         "MEMLANE_HOME": str(tmp_path),
