@@ -7,14 +7,20 @@ injection tool in the agent's tools."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import importlib.metadata
 import json
+import os
+import socket
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
+from contextlib import closing, contextmanager
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 pytest.importorskip("google.adk", reason="the adk extra is not installed")
@@ -42,6 +48,7 @@ from fw_support import (
 from llm_server import Reply, Script, serve
 from memlane import MemoryEngine
 from memlane.config import LLMSettings
+from memlane.integrations import connect
 from memlane.integrations.adk import MemlaneMemoryService
 from memlane.llm import make_llm
 
@@ -148,6 +155,62 @@ def test_remember_tool_goes_through_the_write_path(
     model: FakeModel, engine: MemoryEngine, chat: Chat
 ) -> None:
     check_remember(model, engine, chat.ask, "adk")
+
+
+@contextmanager
+def memlane_serve(home: Path) -> Iterator[str]:
+    """The real ``memlane serve`` on the store of ``home`` (hash embedder), run by the main
+    environment's Python (.venv: the server extra; this environment has only ``adk``), on a
+    free loopback port; yields its URL once ``/health`` answers."""
+    python = REPO / ".venv" / "bin" / "python"
+    if not python.exists():
+        pytest.fail(f"{python} is missing: `make install` builds the main environment")
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("MEMLANE_", "PYTHON"))}
+    env |= {"MEMLANE_HOME": str(home), "MEMLANE_EMBEDDING__PROVIDER": "hash"}
+    env |= {"MEMLANE_STORE__BACKEND": "sqlite", "MEMLANE_STORE__PATH": str(home / "memlane.db")}
+    env["PYTHONPATH"] = str(REPO / "src")
+    with (home / "serve.log").open("w") as log:
+        proc = subprocess.Popen(
+            [str(python), "-m", "memlane", "serve", "--port", str(port)],
+            env=env, stdout=log, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+        url = f"http://127.0.0.1:{port}"
+        try:
+            deadline = time.monotonic() + 60
+            while proc.poll() is None and time.monotonic() < deadline:
+                with contextlib.suppress(httpx.TransportError):
+                    if httpx.get(f"{url}/health", timeout=2).status_code == 200:
+                        break
+                time.sleep(0.1)
+            assert proc.poll() is None, (home / "serve.log").read_text()
+            yield url
+        finally:
+            proc.kill()
+            proc.wait(timeout=30)
+
+
+def test_the_adapter_over_a_memlane_serve_url(model: FakeModel, tmp_path: Path) -> None:
+    """The same turns and writes through a real ``memlane serve`` (POST /v1/turn, /v1/search,
+    /v1/memories) instead of an engine in the agent's process."""
+    open_engine(tmp_path).close()  # the scenario's memories, in the store the server opens
+    with memlane_serve(tmp_path) as url, closing(connect(url)) as client:
+        chat = Chat(model, client, session="over-http")
+        try:
+            run_scenario(model, chat.ask)
+            found = chat.loop.run(
+                chat.service.search_memory(app_name=APP, user_id="alice", query="deploy tabs")
+            )
+            assert {m.content.parts[0].text for m in found.memories} == {DEPLOY, TABS}
+            engine = open_engine_as_is(tmp_path)
+            try:
+                check_remember(model, engine, chat.ask, "adk")
+            finally:
+                engine.close()
+        finally:
+            chat.close()
 
 
 def test_search_memory_is_memlanes_hybrid_search_in_the_users_scope(
