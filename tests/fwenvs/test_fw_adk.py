@@ -331,3 +331,19 @@ def test_the_pages_table_is_the_scripts_output(model: FakeModel) -> None:
     assert len(rows) == 6  # three turns, two model calls each
     page = (REPO / "docs" / "frameworks.md").read_text().splitlines()
     assert rows == [line for line in page if line.startswith("| adk |")]
+
+
+def test_an_adk_in_the_range_without_the_seam_is_refused_naming_the_extra() -> None:
+    """A google-adk 2.x whose ``google.adk.agents.context`` is gone: the import names it."""
+    code = (
+        "import sys; sys.modules['google.adk.agents.context'] = None\n"
+        "from memlane.integrations.adk import MemlaneMemoryService\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith(
+        "memlane.integrations._base.UnsupportedFramework: google-adk 2.13.0 lacks a name "
+        "memlane's adapter uses (import of google.adk.agents.context halted"
+    ), last
+    assert last.endswith("it needs google-adk >=2.0,<3: pip install 'memlane[adk]'"), last

@@ -40,10 +40,10 @@ try:
     from google.adk.models.llm_request import LlmRequest
     from google.adk.tools import BaseTool, FunctionTool
     from google.genai import types
-except ImportError as missing:  # pragma: no cover - a 2.x without the seam
+except ImportError as missing:  # a 2.x without the seam
     raise UnsupportedFramework(
-        f"google-adk {VERSION} lacks {missing.name}: memlane's adapter needs google-adk >=2.0,<3; "
-        "pip install 'memlane[adk]'"
+        f"google-adk {VERSION} lacks a name memlane's adapter uses ({missing}); it needs "
+        "google-adk >=2.0,<3: pip install 'memlane[adk]'"
     ) from missing
 
 __all__ = ["MemlaneMemoryService", "MemlaneTool"]
@@ -65,8 +65,9 @@ def _pairs(events: Iterable[Any]) -> Iterable[tuple[str, str]]:
 
 class MemlaneTool(BaseTool):  # type: ignore[misc]
     """The per-step injection: memlane's text for the current turn in every LLM step's system
-    instruction. Made by :meth:`MemlaneMemoryService.tool` (or directly, with the same
-    arguments); goes in the agent's ``tools=[...]``. The model never sees it as a tool."""
+    instruction. Made by :meth:`MemlaneMemoryService.tool` (which works whether or not that
+    service is also the runner's ``memory_service``); goes in the agent's ``tools=[...]``. It
+    declares no function, so the model never sees it as a tool."""
 
     def __init__(self, door: Door) -> None:
         super().__init__(name="memlane", description="memlane's memories for this turn")
