@@ -82,7 +82,7 @@ class FakeModel:
     # ------------------------------------------------------------------ the script
     def answer(self, body: Mapping[str, Any]) -> dict[str, Any]:
         """The assistant message for one request (``content`` and/or ``tool_calls``)."""
-        messages = body.get("messages") or []
+        messages = _after_tools(body.get("messages") or [])
         last = messages[-1] if messages else {}
         offered = [t.get("function", {}).get("name") for t in body.get("tools") or []]
         if last.get("role") == "tool":
@@ -190,6 +190,15 @@ def _texts(content: Any) -> Iterable[str]:
         for part in content:
             if isinstance(part, Mapping) and isinstance(part.get("text"), str):
                 yield part["text"]
+
+
+def _after_tools(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``messages`` without a trailing user message that follows tool results: per-call text a
+    framework adds after them (Strands folds its injected text into the tool-result message,
+    which its OpenAI model sends as a user message after the tool messages)."""
+    if [m.get("role") for m in messages[-2:]] == ["tool", "user"]:
+        return messages[:-1]
+    return messages
 
 
 def request_text(body: Mapping[str, Any]) -> str:
@@ -314,7 +323,7 @@ def tool_replies(requests: Iterable[Mapping[str, Any]]) -> list[str]:
     """The tool results the requests end with, in order."""
     replies = []
     for body in requests:
-        last = (body.get("messages") or [{}])[-1]
+        last = (_after_tools(body.get("messages") or []) or [{}])[-1]
         if last.get("role") == "tool":
             replies.extend(_unwrapped(t) for t in _texts(last.get("content")))
     return replies

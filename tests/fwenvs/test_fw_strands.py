@@ -1,0 +1,222 @@
+"""memlane in Strands Agents (strands-agents[openai] from PyPI, the ``strands`` extra, run in
+``.fwenvs/strands`` by tests/test_fw_venvs.py): a real ``Agent`` with a tool and Strands'
+``OpenAIModel`` against the fake OpenAI-compatible model (tests/fw_support.py), memlane's
+``MemlaneStore`` as the agent's memory store and its injector as a plugin."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+os.environ.setdefault("OTEL_SDK_DISABLED", "true")  # no telemetry export (no network here)
+
+from strands import Agent, tool
+from strands.memory import InvocationTrigger
+from strands.models.openai import OpenAIModel
+
+from fw_support import (
+    BOBS,
+    DEPLOY,
+    OTHER,
+    PROJECT,
+    TABS,
+    TOOL,
+    FakeModel,
+    check_bob,
+    check_remember,
+    check_turn,
+    memory_counts,
+    open_engine,
+    open_engine_as_is,
+    request_text,
+    run_scenario,
+    seed,
+)
+from llm_server import Reply, Script, serve
+from memlane import MemoryEngine
+from memlane.config import LLMSettings
+from memlane.integrations import UnsupportedFramework
+from memlane.integrations.strands import MemlaneStore
+from memlane.llm import make_llm
+
+
+@pytest.fixture(scope="module")
+def model() -> Iterator[FakeModel]:
+    with FakeModel() as served:
+        yield served
+
+
+@pytest.fixture
+def engine(tmp_path: Path) -> Iterator[MemoryEngine]:
+    engine = open_engine(tmp_path)
+    yield engine
+    engine.close()
+
+
+@tool(name=TOOL)
+def lookup(topic: str) -> str:
+    """Look a topic up in the team's notes.
+
+    Args:
+        topic: what to look up.
+    """
+    return f"notes about {topic}"
+
+
+class Chat:
+    """One conversation: a Strands agent whose history is its own ``agent.messages`` (the
+    injected text is never in it), with memlane's store and injector."""
+
+    def __init__(
+        self, model: FakeModel, engine: MemoryEngine, user: str = "alice", **store: Any
+    ) -> None:
+        self.store = MemlaneStore(engine, project=PROJECT, **store)
+        self.agent = Agent(
+            model=OpenAIModel(
+                client_args={"base_url": model.url, "api_key": "test", "max_retries": 0},
+                model_id="fake",
+            ),
+            system_prompt="You are a helpful assistant.",
+            tools=[lookup],
+            memory_manager=self.store.manager(search_tool_config=False),
+            plugins=[self.store.injector()],
+            state={"user_id": user, "session_id": f"{user}-chat"},
+            callback_handler=None,
+        )
+
+    def ask(self, text: str) -> Any:
+        return self.agent(text)
+
+    def close(self) -> None:
+        pass
+
+
+@pytest.fixture
+def chat(model: FakeModel, engine: MemoryEngine) -> Chat:
+    return Chat(model, engine)
+
+
+def test_each_model_call_of_a_turn_holds_its_memories_once(model: FakeModel, chat: Chat) -> None:
+    seen = run_scenario(model, chat.ask)
+    # The tool loop's second call holds the block in the message after the tool result, and the
+    # turn's first user message no longer holds it (Strands folded it for that call only).
+    second = seen[0][1]["messages"]
+    assert [m["role"] for m in second[-2:]] == ["tool", "user"]
+    assert DEPLOY in request_text({"messages": second[-1:]})
+    # Strands keeps none of the injected text in the agent's history.
+    assert DEPLOY not in json.dumps(chat.agent.messages)
+
+
+def test_owner_comes_from_the_agent_state(model: FakeModel, engine: MemoryEngine) -> None:
+    check_bob(model, Chat(model, engine, user="bob").ask)
+
+
+def test_a_new_conversation_is_a_new_session(model: FakeModel, engine: MemoryEngine) -> None:
+    """Two agents of Alice's with different sessions each get the memory on their first turn;
+    without a ``session_id`` in the state, the agent's own ``session_id`` is the session."""
+    for store in ({}, {"session": "other"}):
+        chat = Chat(model, engine, **store)
+        chat.agent.state.delete("session_id")
+        model.take()
+        chat.ask("Where do we deploy the billing service?")
+        check_turn(model.take(), [DEPLOY])
+
+
+def test_remember_tool_goes_through_the_write_path(
+    model: FakeModel, engine: MemoryEngine, chat: Chat
+) -> None:
+    check_remember(model, engine, chat.ask, "strands")
+
+
+def test_add_memory_tool_and_search(model: FakeModel, engine: MemoryEngine) -> None:
+    """Strands' own ``add_memory`` tool writes through ``MemlaneStore.add`` (the write path: the
+    second copy is a duplicate, not a new memory); ``search`` is memlane's search in the
+    store's scope (Alice's project, never Bob's memory)."""
+    chat = Chat(model, engine, owner="alice")
+    chat.agent = Agent(
+        model=chat.agent.model,
+        tools=[lookup],
+        memory_manager=chat.store.manager(add_tool_config=True),
+        callback_handler=None,
+    )
+    fact = "Alice's CI runs on GitHub Actions"
+    with model.calling("add_memory", entries=[fact, fact]):
+        chat.ask("Remember that CI runs on GitHub Actions")
+    assert [m.content for m in engine.list(owner="alice")].count(fact) == 1
+    manager = chat.agent.memory_manager
+    hits = asyncio.run(manager.search("does the billing service use tabs or spaces?"))
+    contents = [h.content for h in hits]
+    assert TABS in contents and hits[0].store_name == "memlane"
+    assert OTHER not in contents and BOBS not in contents
+
+
+def test_add_messages_learns_through_the_configured_llm(model: FakeModel, tmp_path: Path) -> None:
+    """Strands' extraction (after every invocation here) hands the messages to ``add_messages``
+    (the store has it, so no extractor): memlane's
+    ``learn`` with the configured LLM (a fake OpenAI-compatible one) writes what it extracts in
+    the store's scope and session; the injected text is not in what is learned."""
+    learned = {"content": "Alice ships the billing service on Fridays", "type": "fact"}
+    script = Script("openai", steps=[Reply(json.dumps({"memories": [learned]}))])
+    with serve(script) as url:
+        llm = make_llm(LLMSettings(provider="openai", model="m", base_url=url, max_retries=0))
+        engine = open_engine_as_is(tmp_path, llm=llm)
+        try:
+            seed(engine)
+            extraction = {"trigger": InvocationTrigger()}
+            chat = Chat(model, engine, owner="alice", session="learned", extraction=extraction)
+            chat.ask("Where do we deploy the billing service?")  # the agent awaits extraction
+            saved = [m for m in engine.list(owner="alice") if m.content == learned["content"]]
+            assert [(m.project, m.session) for m in saved] == [(PROJECT, "learned")]
+        finally:
+            engine.close()
+    transcript = json.dumps(script.requests[0]["json"])
+    assert "Where do we deploy" in transcript and DEPLOY not in transcript
+
+
+def test_no_request_holds_a_memory_twice_with_strands_own_search_tool(
+    model: FakeModel, engine: MemoryEngine
+) -> None:
+    """The manager's ``search_memory`` tool (on by default) answers with memlane's search; the
+    injected block still holds each memory once in every request (a manager with Strands' own
+    injection on would add a second, searched copy to the first call)."""
+    chat = Chat(model, engine, owner="alice")
+    chat.agent = Agent(
+        model=chat.agent.model,
+        tools=[lookup],
+        memory_manager=chat.store.manager(),
+        plugins=[chat.store.injector()],
+        state={"user_id": "alice", "session_id": "s"},
+        callback_handler=None,
+    )
+    model.take()
+    chat.ask("Where do we deploy the billing service?")
+    for body in model.take():
+        assert memory_counts(body, [DEPLOY])[DEPLOY] == 1
+
+
+def test_an_unsupported_strands_is_named_with_the_fix(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An installed strands-agents outside the range (1.61 has no ``MemoryStore`` nor
+    ``ContextInjector``) fails the import with the version, the range and the extra."""
+    import importlib
+    import importlib.metadata
+    import sys
+
+    real = importlib.metadata.version
+    monkeypatch.setattr(
+        importlib.metadata,
+        "version",
+        lambda dist: "1.61.0" if dist == "strands-agents" else real(dist),
+    )
+    monkeypatch.delitem(sys.modules, "memlane.integrations.strands")
+    with pytest.raises(UnsupportedFramework) as refused:
+        importlib.import_module("memlane.integrations.strands")
+    assert str(refused.value) == (
+        "strands-agents 1.61.0 is not supported: memlane's adapter needs strands-agents "
+        ">=1.62,<2; pip install 'memlane[strands]' (supported: strands-agents >=1.62,<2)"
+    )
