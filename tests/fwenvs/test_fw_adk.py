@@ -37,6 +37,7 @@ from fw_support import (
     PROJECT,
     TABS,
     TOOL,
+    TURNS,
     FakeModel,
     check_bob,
     check_remember,
@@ -279,6 +280,39 @@ def test_add_session_to_memory_gives_the_session_to_memlanes_learn(
             engine.close()
     transcript = json.dumps(script.requests[0]["json"])
     assert "Where do we deploy the billing service?" in transcript and DEPLOY not in transcript
+
+
+def test_add_events_to_memory_learns_only_the_events_given(
+    model: FakeModel, tmp_path: Path
+) -> None:
+    """ADK's delta form (``ctx.add_events_to_memory(events=...)``): only those events' texts go
+    to the configured LLM, the memories through the write path in the user's scope."""
+    learned = {"content": "Alice wants tabs in the billing service code", "type": "preference"}
+    script = Script("openai", steps=[Reply(json.dumps({"memories": [learned]}))])
+    with serve(script) as url:
+        llm = make_llm(LLMSettings(provider="openai", model="m", base_url=url, max_retries=0))
+        engine = open_engine_as_is(tmp_path, llm=llm)
+        chat = Chat(model, engine, session="delta")
+        try:
+            chat.ask(TURNS[0])
+            chat.ask(TURNS[1])
+            events = chat.stored().events
+            last = [
+                i for i, e in enumerate(events) if e.author == "user" and e.content.parts[0].text
+            ]
+            delta = events[last[-1] :]  # the latest turn
+            chat.loop.run(
+                chat.service.add_events_to_memory(
+                    app_name=APP, user_id="alice", events=delta, session_id="delta"
+                )
+            )
+            saved = [m for m in engine.list(owner="alice") if m.content == learned["content"]]
+            assert [m.project for m in saved] == [PROJECT]
+        finally:
+            chat.close()
+            engine.close()
+    transcript = json.dumps(script.requests[0]["json"])
+    assert TURNS[1] in transcript and TURNS[0] not in transcript and DEPLOY not in transcript
 
 
 def test_add_session_to_memory_without_an_llm_says_how_to_configure_one(

@@ -12,7 +12,8 @@ showed comes back while it is within the window.
 The memory service: ``search_memory`` is memlane's hybrid search in the user's scope (what ADK's
 ``load_memory`` / ``preload_memory`` tools read); ``add_session_to_memory`` gives the session's
 user and model texts to memlane's ``learn`` (needs ``[llm]`` configured; with the session id,
-only what was not learned before is read); ``add_memory`` offers each entry's text to the write
+only what was not learned before is read), ``add_events_to_memory`` the texts of the events it is
+given (a delta); ``add_memory`` offers each entry's text to the write
 path. :meth:`MemlaneMemoryService.remember_tool` is a ``remember`` function tool.
 
 Ids (docs/frameworks.md): the session is the ADK session's id; the owner is its ``user_id``
@@ -134,6 +135,26 @@ class MemlaneMemoryService(BaseMemoryService):  # type: ignore[misc]
         pairs = list(_pairs(session.events))
         owner = {"user_id": session.user_id}
         await asyncio.to_thread(self.door.learn, pairs, session=session.id, context=owner)
+
+    async def add_events_to_memory(
+        self,
+        *,
+        app_name: str,
+        user_id: str,
+        events: Sequence[Any],
+        session_id: str | None = None,
+        custom_metadata: Mapping[str, object] | None = None,
+    ) -> None:
+        """``events`` (a delta, e.g. the latest turn) to memlane's ``learn``: all of their user
+        and model texts are read (no session bookkeeping, which counts a whole history), the
+        memories written without a session.
+
+        Raises:
+            memlane.ConfigError: no ``[llm]`` configured.
+        """
+        pairs = list(_pairs(events))
+        owner = {"user_id": user_id}
+        await asyncio.to_thread(self.door.learn, pairs, session=None, context=owner)
 
     async def add_memory(
         self,
