@@ -134,8 +134,9 @@ class Door:
     the two things an adapter does with them.
 
     - :meth:`text` / :meth:`atext`: one model call's memlane text from the conversation's
-      ``(role, text)`` pairs (``kept=False``: the framework does not keep it), ``None`` when there
-      is no user message or nothing to show.
+      ``(role, text)`` pairs, ``None`` when there is no user message or nothing to show;
+      :meth:`aview` the whole :class:`TurnView` (a door whose text is kept skips a repeat).
+      ``kept`` (default ``False``: the framework does not keep the text) is the turn model's.
     - :meth:`remember` / :meth:`aremember`: the ``remember`` tool's body (the write path).
     - :meth:`learn`: the conversation's user and assistant messages to memlane's ``learn`` (the
       configured LLM extracts memories; with the session, only what was not learned before).
@@ -157,8 +158,10 @@ class Door:
         token: str | None,
         source: str,
         hint: str,
+        kept: bool = False,
     ) -> None:
         self.memory: Memlane = connect(memory, token=token)
+        self.kept = kept
         self.scope = Scope(owner, project, agent)
         self.session = session
         self.source = source
@@ -172,7 +175,7 @@ class Door:
         return {
             "session": session_of(session, self.session, hint=self.hint),
             "message": message,
-            "kept": False,
+            "kept": self.kept,
             "position": position,
             "scope": self.scope.of(context),
         }
@@ -183,11 +186,17 @@ class Door:
         args = self._turn(pairs, session, context)
         return None if args is None else self.memory.turn(**args).text
 
+    async def aview(
+        self, pairs: Iterable[tuple[str, str]], *, session: object, context: object
+    ) -> TurnView | None:
+        args = self._turn(pairs, session, context)
+        return None if args is None else await self.memory.aturn(**args)
+
     async def atext(
         self, pairs: Iterable[tuple[str, str]], *, session: object, context: object
     ) -> str | None:
-        args = self._turn(pairs, session, context)
-        return None if args is None else (await self.memory.aturn(**args)).text
+        view = await self.aview(pairs, session=session, context=context)
+        return None if view is None else view.text
 
     def _write(self, session: object, context: object) -> dict[str, Any]:
         return {
