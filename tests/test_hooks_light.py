@@ -4,6 +4,7 @@ a heavy import on every call is latency the user pays on every prompt."""
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import shutil
@@ -30,18 +31,26 @@ NOT_ON_THE_LIGHT_PATH = (
     "memlane.store", "pathlib", "tomllib", "subprocess", "urllib", "typing", "datetime",
     "secrets", "hashlib", "ssl", "email", "http", "dataclasses", "inspect", "logging",
     "encodings.idna", "runpy",
+    # json imports re, and re enum, functools and collections; socket imports selectors and
+    # enum; threading functools: together about half the hook's own CPU time (memlane's
+    # _fastjson, _socket and _thread do the work with the same C modules)
+    "json", "re", "enum", "functools", "collections", "operator", "socket", "selectors",
+    "threading",
 )  # fmt: skip
 #: The hook process: the entry point of the ``memlane`` script, its module list on stderr
 #: at the end (``os._exit``, which the hook ends with, is made a ``sys.exit`` so that the
 #: script goes on).
 MODULES_SCRIPT = (
-    "import sys, json, os\n"
+    "import sys, os\n"
     "os._exit = sys.exit\n"
     "sys.argv = ['memlane', 'hook', sys.argv[1]]\n"
     "from memlane._entry import main\n"
     "try:\n    main()\nexcept SystemExit:\n    pass\n"
-    "print(json.dumps(sorted(sys.modules)), file=sys.stderr)\n"
+    "print(repr(sorted(sys.modules)), file=sys.stderr)\n"  # repr: json would be imported
 )
+#: What the interpreter alone loads (``site``, a ``sitecustomize`` or ``.pth`` file of this
+#: environment): not the hook's doing, so not held against it.
+STARTUP_SCRIPT = "import sys\nprint(repr(sorted(sys.modules)), file=sys.stderr)\n"
 
 
 def _modules(env: dict[str, str], event: str, payload: dict[str, Any]) -> tuple[str, list[str]]:
@@ -53,13 +62,23 @@ def _modules(env: dict[str, str], event: str, payload: dict[str, Any]) -> tuple[
         env=env,
         timeout=120,
     )
-    modules = json.loads(done.stderr.decode().strip().splitlines()[-1])
+    modules = ast.literal_eval(done.stderr.decode().strip().splitlines()[-1])
     return done.stdout.decode(), modules
 
 
-def _heavy(modules: list[str]) -> list[str]:
-    return [m for m in modules if m in NOT_ON_THE_LIGHT_PATH or m.startswith(
-        tuple(f"{name}." for name in NOT_ON_THE_LIGHT_PATH))]  # fmt: skip
+def _at_startup(env: dict[str, str]) -> set[str]:
+    """The modules a bare interpreter of this environment has loaded (``site``, ...)."""
+    done = subprocess.run(
+        [sys.executable, "-c", STARTUP_SCRIPT], capture_output=True, env=env, timeout=60
+    )
+    return set(ast.literal_eval(done.stderr.decode().strip().splitlines()[-1]))
+
+
+def _heavy(modules: list[str], startup: set[str]) -> list[str]:
+    """The modules of the list above among ``modules``, beyond those loaded at ``startup``."""
+    prefixes = tuple(f"{name}." for name in NOT_ON_THE_LIGHT_PATH)
+    return [m for m in modules if m not in startup and (
+        m in NOT_ON_THE_LIGHT_PATH or m.startswith(prefixes))]  # fmt: skip
 
 
 def _git_spy(folder: Path) -> tuple[Path, str]:
@@ -124,24 +143,36 @@ def test_the_light_paths_import_only_what_they_need(
 ) -> None:
     """A prompt with ``memlane serve`` up, and a ``SessionStart`` with nothing to print,
     import none of the heavy modules nor the standard library modules the hook does without
-    (the list above): json, socket, threading and memlane's hook modules are the path. The
-    ``SessionStart`` opens no connection at all. A home without ``memlane.toml``: with one,
-    :mod:`tomllib` reads it."""
+    (the list above, beyond what the bare interpreter of this environment loads): the C
+    modules _json and _socket and memlane's hook modules are the path. The ``SessionStart``
+    opens no connection at all. A home without ``memlane.toml``: with one, :mod:`tomllib`
+    reads it."""
     engine = sqlite_backend.engine()
     engine.add("The staging database is PostgreSQL 16", owner="alice")
     assert not (sqlite_backend.home / "memlane.toml").exists()
     with run_server(sqlite_backend) as served:
         env = {k: v for k, v in hook_env(sqlite_backend).items() if k != "MEMLANE_HOOKS__URL"}
         ask = claude_payload("UserPromptSubmit", "l1", tmp_path, prompt="staging database?")
+        startup = _at_startup(env)
         out, modules = _modules(env, "UserPromptSubmit", ask)
         assert "PostgreSQL 16" in json.loads(out)["hookSpecificOutput"]["additionalContext"]
-        assert _heavy(modules) == []
-        assert {"json", "socket", "threading", "memlane.hooks.backend"} <= set(modules)
+        assert _heavy(modules, startup) == []
+        assert {"_json", "_socket", "memlane.hooks.backend"} <= set(modules)
         start = claude_payload("SessionStart", "l1", tmp_path, source="startup")
         out, modules = _modules(env, "SessionStart", start)
         assert out == ""
-        assert _heavy(modules) == []
-        assert [m for m in modules if m in {"socket", "memlane.hooks.backend"}] == []
+        assert _heavy(modules, startup) == []
+        assert [m for m in modules if m in {"_socket", "memlane.hooks.backend"}] == []
+        # a prompt inside a repository with a remote: the project is read from .git/config
+        repo = tmp_path / "repo"
+        subprocess.run(["git", "init", "-q", str(repo)], check=True)
+        subprocess.run(["git", "-C", str(repo), "remote", "add", "origin",
+                        "git@github.com:acme/shop.git"], check=True)  # fmt: skip
+        ask = claude_payload("UserPromptSubmit", "l2", repo, prompt="staging database?")
+        out, modules = _modules(env, "UserPromptSubmit", ask)
+        assert "PostgreSQL 16" in json.loads(out)["hookSpecificOutput"]["additionalContext"]
+        assert "memlane.scope" in modules
+        assert _heavy(modules, startup) == []
         assert "POST /v1/inject" in served.log.read_text()
 
 

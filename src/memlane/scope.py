@@ -23,7 +23,6 @@ Only the standard library is imported: the hooks call this on every prompt.
 from __future__ import annotations
 
 import os
-import re
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (~10 ms per hook call)
 if TYPE_CHECKING:
@@ -178,11 +177,59 @@ def _git_dirs(root: str) -> tuple[str, str]:
     return git_dir, common
 
 
-_REMOTE = re.compile(r'^\s*\[\s*remote\s+"([^"]+)"\s*\]\s*$')
-_SECTION = re.compile(r"^\s*\[")
-_URL = re.compile(r"^\s*url\s*=\s*(.+?)\s*$")
-#: A commit id: SHA-1 (40 hex digits) or SHA-256 (64).
-_SHA = re.compile(r"[0-9a-f]{40}(?:[0-9a-f]{24})?")
+# The git config and commit-id shapes below are read with string methods, not patterns: the
+# hook reads them on every prompt inside a repository, and :mod:`re` with the :mod:`enum`,
+# :mod:`functools` and :mod:`collections` it imports costs milliseconds of every call.
+
+#: Lower-case hex digits (a commit id's).
+_HEX = "0123456789abcdef"
+
+
+def _is_sha(text: str) -> bool:
+    """Whether ``text`` is a commit id: SHA-1 (40 lower-case hex digits) or SHA-256 (64)."""
+    return len(text) in (40, 64) and not text.strip(_HEX)
+
+
+def _remote_section(line: str) -> str | None:
+    """The name of a ``[remote "NAME"]`` section header line (spaces allowed around the
+    parts), else ``None``."""
+    text = line.strip()
+    if not (text.startswith("[") and text.endswith("]")):
+        return None
+    inner = text[1:-1].strip()
+    after = inner[len("remote") :]
+    if not inner.startswith("remote") or not after[:1].isspace():
+        return None
+    name = after.lstrip()
+    if len(name) < 3 or name[0] != '"' or name[-1] != '"' or '"' in name[1:-1]:
+        return None
+    return name[1:-1]
+
+
+def _url_value(line: str) -> str | None:
+    """The value of a ``url = VALUE`` line (stripped), else ``None``."""
+    text = line.strip()
+    if not text.startswith("url"):
+        return None
+    rest = text[len("url") :].lstrip()
+    if not rest.startswith("="):
+        return None
+    return rest[1:].strip() or None
+
+
+def _scp_like(url: str) -> tuple[str, str] | None:
+    """``(host, path)`` of an scp-like git URL, ``[user@]host:path`` (no ``/`` before the
+    ``:``, a path not starting with ``//``), else ``None``."""
+    tries = [url]
+    at = url.find("@")
+    if at > 0 and "/" not in url[:at]:
+        tries.insert(0, url[at + 1 :])  # with the user part first, as the pattern tried
+    for rest in tries:
+        colon = rest.find(":")
+        host, path = rest[:colon], rest[colon + 1 :]
+        if colon > 0 and "/" not in host and path and not path.startswith("//"):
+            return host, path
+    return None
 
 
 def remote_url(root: str | os.PathLike[str]) -> str | None:
@@ -196,12 +243,12 @@ def remote_url(root: str | os.PathLike[str]) -> str | None:
     urls: dict[str, str] = {}
     current: str | None = None
     for line in text.splitlines():
-        if m := _REMOTE.match(line):
-            current = m.group(1)
-        elif _SECTION.match(line):
+        if (name := _remote_section(line)) is not None:
+            current = name
+        elif line.lstrip().startswith("["):
             current = None
-        elif current is not None and current not in urls and (m := _URL.match(line)):
-            urls[current] = m.group(1).strip('"')
+        elif current is not None and current not in urls and (value := _url_value(line)):
+            urls[current] = value.strip('"')
     if not urls:
         return None
     return urls.get("origin") or next(iter(urls.values()))
@@ -212,7 +259,7 @@ def normalise_remote(url: str) -> str:
     or trailing slashes: the SSH (``git@host:path``) and HTTPS forms of one repository agree.
     A local path remote is returned resolved, as ``path:<folder>``."""
     url = url.strip()
-    scp = re.match(r"^(?:[^@/]+@)?([^:/]+):(?!//)(.+)$", url)
+    scp = _scp_like(url)
     if "://" in url:
         rest = url.split("://", 1)[1]
         host, _, path = rest.partition("/")
@@ -220,7 +267,7 @@ def normalise_remote(url: str) -> str:
         if url.startswith("file://"):
             return f"path:{os.path.realpath('/' + path)}"
     elif scp and not url.startswith(("/", ".")):
-        host, path = scp.group(1), scp.group(2)
+        host, path = scp
     else:
         return f"path:{os.path.realpath(os.path.expanduser(url))}"
     path = path.strip("/")
@@ -240,7 +287,7 @@ def head_commit(root: str | os.PathLike[str]) -> str | None:
             return None  # refs in git's binary reftable format: ask git
         value = _read(os.path.join(git_dir, "HEAD")).strip()
         for _ in range(5):  # a symbolic ref may name another (rare); bounded
-            if _SHA.fullmatch(value):
+            if _is_sha(value):
                 return value
             if not value.startswith("ref:"):
                 return None
@@ -266,7 +313,7 @@ def _packed_ref(common: str, name: str) -> str:
         return ""
     for line in text.splitlines():
         sha, _, ref = line.partition(" ")
-        if ref.strip() == name and _SHA.fullmatch(sha):
+        if ref.strip() == name and _is_sha(sha):
             return sha
     return ""
 
@@ -287,7 +334,7 @@ def root_commit(root: str | os.PathLike[str]) -> str | None:
     except (OSError, subprocess.SubprocessError):
         return None
     lines = done.stdout.split() if done.returncode == 0 else []
-    return lines[-1] if lines and _SHA.fullmatch(lines[-1]) else None
+    return lines[-1] if lines and _is_sha(lines[-1]) else None
 
 
 #: Entries kept in a root-commit cache file (the oldest are dropped first).
@@ -315,7 +362,7 @@ def _cached_root_commit(root: str, cache: str) -> str | None:
     """:func:`root_commit` through the JSON file ``cache`` (``{key: root commit}``, keys by
     :func:`_root_key`): git runs only for a HEAD not seen before. A HEAD without a commit
     needs no git at all (``None``); a cache that cannot be read or written is skipped."""
-    import json
+    from memlane import _fastjson as json
 
     key = _root_key(root)
     if key == "":
@@ -329,7 +376,7 @@ def _cached_root_commit(root: str, cache: str) -> str | None:
     except (OSError, ValueError):
         roots = {}
     hit = roots.get(key)
-    if isinstance(hit, str) and _SHA.fullmatch(hit):
+    if isinstance(hit, str) and _is_sha(hit):
         return hit
     found = root_commit(root)
     if found is None:

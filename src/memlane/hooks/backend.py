@@ -9,10 +9,9 @@ Both answer the same calls with plain values, so the hook does not care which it
 
 from __future__ import annotations
 
-import json
-import re
-import socket
 import time
+
+from memlane import _fastjson as json
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (~10 ms per hook call)
 if TYPE_CHECKING:
@@ -85,32 +84,65 @@ class Injected:
         self.turn = turn
 
 
-#: The URLs a server's record holds (``http://127.0.0.1:PORT``) and most ``[hooks] url``
-#: values: scheme, host (a name or a bracketed IPv6 address), port, path. Others go through
-#: :func:`urllib.parse.urlsplit` (its import, ~3 ms with :mod:`ipaddress`, is then paid).
-_PLAIN_URL = re.compile(
-    r"(https?)://([A-Za-z0-9.-]+|\[[0-9A-Fa-f:.]+\])(?::([0-9]{1,5}))?(/[^?#@]*)?"
-)
+#: Characters of a host name in the plain URL shape (a bracketed IPv6 address: hex digits,
+#: ``:`` and ``.`` between the brackets).
+_HOST_CHARS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789.-"
+_IPV6_CHARS = "0123456789ABCDEFabcdef:."
 #: Characters a path segment keeps as they are (those :func:`urllib.parse.quote` keeps with
 #: ``safe=""``).
-_PLAIN_SEGMENT = re.compile(r"[A-Za-z0-9_.~-]+")
+_SEGMENT_CHARS = _HOST_CHARS + "_~"
+
+
+def _plain_url(url: str) -> tuple[str, str, str | None, str] | None:
+    """``(scheme, host, port, path)`` of a URL of the plain shape the records hold and most
+    ``[hooks] url`` values have: ``http(s)://`` , a host (a name, or an IPv6 address in
+    brackets), an optional ``:port`` of 1-5 digits, an optional path without ``?``, ``#`` or
+    ``@``; else ``None``. (String methods, not a pattern: :mod:`re` and the :mod:`enum`,
+    :mod:`functools` and :mod:`collections` it imports cost milliseconds of every call.)"""
+    scheme, sep, rest = url.partition("://")
+    if not sep or scheme not in {"http", "https"}:
+        return None
+    cut = rest.find("/")
+    netloc, path = (rest, "") if cut < 0 else (rest[:cut], rest[cut:])
+    if "?" in path or "#" in path or "@" in path:
+        return None
+    if netloc.startswith("["):
+        end = netloc.find("]")
+        host, tail = netloc[: end + 1], netloc[end + 1 :]
+        if end < 2 or host[1:-1].strip(_IPV6_CHARS):
+            return None
+    else:
+        host, colon, port_text = netloc.partition(":")
+        tail = colon + port_text
+        if not host or host.strip(_HOST_CHARS):
+            return None
+    port = None
+    if tail:
+        port = tail[1:]
+        if not tail.startswith(":") or not 1 <= len(port) <= 5:
+            return None
+        if not (port.isascii() and port.isdigit()):
+            return None
+    return scheme, host, port, path
 
 
 def split_url(url: str) -> tuple[str, str | None, int | None, str, str]:
     """``(scheme, host, port, netloc, path)`` of ``url`` as :func:`urllib.parse.urlsplit`
-    gives them (the host lower-cased and unbracketed; port ``None`` when not given).
+    gives them (the host lower-cased and unbracketed; port ``None`` when not given). URLs
+    beyond the plain shape (:func:`_plain_url`) go through :func:`urllib.parse.urlsplit` (its
+    import, ~3 ms with :mod:`ipaddress`, is then paid).
 
     Raises:
         ValueError: a port out of range (from :func:`urllib.parse.urlsplit`).
     """
-    plain = _PLAIN_URL.fullmatch(url)
+    plain = _plain_url(url)
     if plain is not None:
-        scheme, host, port, path = plain.groups()
+        scheme, host, port, path = plain
         number = int(port) if port else None
         if number is not None and number > 65535:
             raise ValueError("Port out of range 0-65535")
-        netloc = url[len(scheme) + 3 : len(url) - len(path or "")]
-        return scheme, host.strip("[]").lower(), number, netloc, path or ""
+        netloc = url[len(scheme) + 3 : len(url) - len(path)]
+        return scheme, host.strip("[]").lower(), number, netloc, path
     from urllib.parse import urlsplit
 
     parts = urlsplit(url)
@@ -120,11 +152,36 @@ def split_url(url: str) -> tuple[str, str | None, int | None, str, str]:
 def quote_segment(text: str) -> str:
     """``text`` percent-encoded as one URL path segment (:func:`urllib.parse.quote` with
     ``safe=""``; imported only for text beyond letters, digits and ``_.~-``)."""
-    if _PLAIN_SEGMENT.fullmatch(text):
+    if text and not text.strip(_SEGMENT_CHARS):
         return text
     from urllib.parse import quote
 
     return quote(text, safe="")
+
+
+def connect(host: str | bytes, port: int, timeout: float) -> Any:
+    """A TCP connection to ``(host, port)`` as :func:`socket.create_connection` makes it (each
+    address :func:`getaddrinfo` gives, in order, until one connects), on the C module
+    :mod:`_socket`: :mod:`socket` imports :mod:`enum`, :mod:`selectors` and more, milliseconds
+    of every hook call. The socket answers ``settimeout``, ``sendall``, ``recv`` and ``close``.
+
+    Raises:
+        OSError: no address accepted the connection (the last address's error).
+    """
+    import _socket
+
+    failure: OSError | None = None
+    for family, kind, proto, _, address in _socket.getaddrinfo(host, port, 0, _socket.SOCK_STREAM):
+        sock = _socket.socket(family, kind, proto)
+        try:
+            sock.settimeout(timeout)
+            sock.connect(address)
+        except OSError as exc:
+            sock.close()
+            failure = exc
+            continue
+        return sock
+    raise failure or OSError(f"getaddrinfo returned no address for {host!r}")
 
 
 class HttpBackend:
@@ -157,17 +214,20 @@ class HttpBackend:
         # an ASCII host as bytes: a str goes through the "idna" codec, an import of
         # encodings.idna, stringprep and unicodedata (~2 ms) on every hook call
         host: str | bytes = hostname.encode("ascii") if hostname.isascii() else hostname
+        timeout = min(connect_timeout_s, self._left())
         try:
-            sock = socket.create_connection(
-                (host, port),  # type: ignore[arg-type]  # bytes hosts are accepted
-                timeout=min(connect_timeout_s, self._left()),
-            )
+            if scheme == "https":  # ssl wraps a socket.socket (and imports socket anyway)
+                import socket
+                import ssl
+
+                plain = socket.create_connection((host, port), timeout=timeout)  # type: ignore[arg-type]
+                sock: Any = ssl.create_default_context().wrap_socket(
+                    plain, server_hostname=hostname
+                )
+            else:
+                sock = connect(host, port, timeout)
         except OSError as exc:
             raise ServerUnavailable(f"no server at {url} ({type(exc).__name__}: {exc})") from None
-        if scheme == "https":
-            import ssl
-
-            sock = ssl.create_default_context().wrap_socket(sock, server_hostname=hostname)
         self.sock = sock
         self.buffer = b""
 

@@ -23,7 +23,7 @@ client             what differs (checked against the real clients, tests/test_cl
 
 from __future__ import annotations
 
-import json
+from memlane import _fastjson as json
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (~10 ms per hook call)
 if TYPE_CHECKING:

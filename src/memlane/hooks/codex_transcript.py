@@ -11,8 +11,7 @@ compaction: the model's view starts again there.
 
 from __future__ import annotations
 
-import json
-
+from memlane import _fastjson as json
 from memlane.hooks.transcript import _remembered_id, _tail
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (~10 ms per hook call)

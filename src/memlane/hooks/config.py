@@ -219,8 +219,7 @@ def read_toml(path: str, cache: str, home: str | None = None) -> dict[str, Any]:
     Raises:
         HookConfigError: the file is not TOML.
     """
-    import json
-
+    from memlane import _fastjson as json
     from memlane.hooks.daemon import ensure_secret, mac, read_secret, same_proof, sha256_hex
 
     try:

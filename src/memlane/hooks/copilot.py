@@ -10,9 +10,9 @@ Copilot CLI 1.0.102's hook payloads carry no transcript path; it keeps each sess
 
 from __future__ import annotations
 
-import json
 import os
 
+from memlane import _fastjson as json
 from memlane.hooks.transcript import _remembered_id, _tail
 
 

@@ -27,10 +27,11 @@ are imported by the functions that need them. Paths are strings inside; ``home``
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import time
+
+from memlane import _fastjson as json
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (~10 ms per hook call)
 if TYPE_CHECKING:
@@ -175,7 +176,7 @@ def pid_alive(pid: int) -> bool:
     except PermissionError:  # exists, another user's
         return True
     try:  # a child that exited but was not reaped yet (Linux)
-        with open(f"/proc/{pid}/stat", encoding="ascii") as fh:
+        with open(f"/proc/{pid}/stat", encoding="utf-8", errors="replace") as fh:
             return fh.read().rsplit(")", 1)[-1].split()[0] != "Z"
     except OSError:
         return True

@@ -25,8 +25,7 @@ the session's transcript for the memories it stored through memlane's MCP ``reme
 
 from __future__ import annotations
 
-import json
-
+from memlane import _fastjson as json
 from memlane.hooks.transcript import INJECTION_PREFIX
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (~10 ms per hook call)

@@ -27,7 +27,7 @@ log: :mod:`memlane.hooks.run`); the plugin only carries the text in and the part
 
 from __future__ import annotations
 
-import json
+from memlane import _fastjson as json
 
 PLUGIN = """// memlane's OpenCode plugin (written by `memlane hooks install --client opencode`;
 // docs/integrations.md). Runs memlane's hook on each user message and after a compaction.

@@ -40,12 +40,12 @@ engine is imported only when no server answers (``[hooks] fallback``).
 
 from __future__ import annotations
 
-import json
+import _thread  # not threading: it imports functools and collections (ms of every call)
 import os
 import sys
-import threading
 import time
 
+from memlane import _fastjson as json
 from memlane.hooks.clients import CLAUDE_CODE_MAX_CHARS as CLAUDE_CODE_MAX_CHARS
 from memlane.hooks.clients import CLIENTS, adapt, turn_id
 from memlane.hooks.config import DEFAULT_HOME, HookConfig, load_config
@@ -152,7 +152,7 @@ class _Run:
         self.client = client
         self.cfg = cfg
         self.log = log
-        self.lock = threading.Lock()
+        self.lock = _thread.allocate_lock()
         self.expired = False
         self.printed: str | None = None
         self.deadline = time.monotonic() + cfg.timeout_s
@@ -405,6 +405,9 @@ def main(
     failure: list[BaseException] = []
     payload: dict[str, Any] = {}
 
+    finished = _thread.allocate_lock()  # held while the worker runs
+    finished.acquire()
+
     def work() -> None:  # reading stdin too: the deadline covers a client slow to send it
         try:
             run.event, adapted = adapt(run.client, run.event, read_payload(stdin))
@@ -412,14 +415,16 @@ def main(
             run.act(payload)
         except BaseException as exc:  # reported by the main thread
             failure.append(exc)
+        finally:
+            finished.release()
 
-    worker = threading.Thread(target=work, name="memlane-hook", daemon=True)
-    worker.start()
-    worker.join(max(0.0, run.deadline - time.monotonic()))
+    # a daemon thread of its own (never waited for at exit: the hook ends with os._exit)
+    _thread.start_new_thread(work, ())
+    done = finished.acquire(timeout=max(0.0, run.deadline - time.monotonic()))
     with run.lock:
         sid = payload.get("session_id")
         where = f"{event} session={sid}" if sid else event
-        if worker.is_alive():
+        if not done:
             run.expired = True
             log.write(
                 "ERROR",

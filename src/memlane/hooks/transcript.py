@@ -20,9 +20,13 @@ lines Claude Code writes itself after ``/compact`` ("Continue from where you lef
 
 from __future__ import annotations
 
-import json
 import os
-from collections.abc import Mapping
+
+# collections.abc itself imports the collections package (operator, reprlib, ...: ~1 ms of
+# every hook call); _collections_abc is where Mapping lives, loaded at every start by os
+from _collections_abc import Mapping
+
+from memlane import _fastjson as json
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (~10 ms per hook call)
 if TYPE_CHECKING:
