@@ -201,8 +201,8 @@ def test_no_request_holds_a_memory_twice_with_strands_own_search_tool(
 
 
 def test_an_unsupported_strands_is_named_with_the_fix(monkeypatch: pytest.MonkeyPatch) -> None:
-    """An installed strands-agents outside the range (1.61 has no ``MemoryStore`` nor
-    ``ContextInjector``) fails the import with the version, the range and the extra."""
+    """An installed strands-agents outside the range (1.53 has no ``Agent.session_id``) fails
+    the import with the version, the range and the extra."""
     import importlib
     import importlib.metadata
     import sys
@@ -211,12 +211,12 @@ def test_an_unsupported_strands_is_named_with_the_fix(monkeypatch: pytest.Monkey
     monkeypatch.setattr(
         importlib.metadata,
         "version",
-        lambda dist: "1.61.0" if dist == "strands-agents" else real(dist),
+        lambda dist: "1.53.0" if dist == "strands-agents" else real(dist),
     )
     monkeypatch.delitem(sys.modules, "memlane.integrations.strands")
     with pytest.raises(UnsupportedFramework) as refused:
         importlib.import_module("memlane.integrations.strands")
     assert str(refused.value) == (
-        "strands-agents 1.61.0 is not supported: memlane's adapter needs strands-agents "
-        ">=1.62,<2; pip install 'memlane[strands]' (supported: strands-agents >=1.62,<2)"
+        "strands-agents 1.53.0 is not supported: memlane's adapter needs strands-agents "
+        ">=1.54,<2; pip install 'memlane[strands]' (supported: strands-agents >=1.54,<2)"
     )

@@ -31,7 +31,9 @@ session from ``session_id``, ``project``, ``agent``; else the store's ``owner=``
 the session else ``agent.session_id`` (the session manager's id, else the ``Agent``'s own). The
 manager's ``search`` / ``add`` / ``add_messages`` calls carry no agent: they use the store's scope.
 
-Supported: strands-agents >=1.62,<2 (``MemoryStore`` and ``ContextInjector``, both first in 1.62).
+Supported: strands-agents >=1.54,<2: ``Agent.session_id``, the newest name the adapter uses, is
+first in 1.54 (``MemoryStore``, ``MemoryManager(injection=...)`` and ``ContextInjector(...,
+trigger="everyTurn")`` are older; read in the wheels of 1.45 to 1.62). Tested: 1.62.0.
 """
 
 from __future__ import annotations
@@ -42,7 +44,7 @@ from typing import Any
 
 from memlane.integrations._base import REMEMBER_DOC, Door, find_session, require
 
-VERSION = require("strands-agents", "1.62", "2", "strands")
+VERSION = require("strands-agents", "1.54", "2", "strands")
 
 from strands import tool  # noqa: E402
 from strands.memory import MemoryEntry, MemoryManager  # noqa: E402
