@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -44,6 +45,8 @@ from memlane.config import LLMSettings
 from memlane.integrations import UnsupportedFramework
 from memlane.integrations.strands import MemlaneStore
 from memlane.llm import make_llm
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
@@ -205,7 +208,6 @@ def test_an_unsupported_strands_is_named_with_the_fix(monkeypatch: pytest.Monkey
     the import with the version, the range and the extra."""
     import importlib
     import importlib.metadata
-    import sys
 
     real = importlib.metadata.version
     monkeypatch.setattr(
@@ -220,3 +222,25 @@ def test_an_unsupported_strands_is_named_with_the_fix(monkeypatch: pytest.Monkey
         "strands-agents 1.53.0 is not supported: memlane's adapter needs strands-agents "
         ">=1.54,<2; pip install 'memlane[strands]' (supported: strands-agents >=1.54,<2)"
     )
+
+
+def test_the_docs_example_runs(model: FakeModel, tmp_path: Path) -> None:
+    """docs/frameworks.md's Strands block, run as tests/test_fw_docs.py runs the others (every
+    model request holds the memory once)."""
+    import test_fw_docs as docs
+
+    (code,) = [code for title, code in docs.examples() if title == "Strands Agents"]
+    docs.run_example(code, model, tmp_path)
+
+
+def test_the_pages_table_is_the_scripts_output(model: FakeModel) -> None:
+    """docs/frameworks.md's Strands rows are what scripts/framework_turns.py prints for it."""
+    sys.path.insert(0, str(REPO / "scripts"))
+    try:
+        import framework_turns
+    finally:
+        sys.path.remove(str(REPO / "scripts"))
+    rows = framework_turns.rows("strands", model)
+    assert len(rows) == 6  # three turns, two model calls each
+    page = (REPO / "docs" / "frameworks.md").read_text().splitlines()
+    assert rows == [line for line in page if line.startswith("| strands |")]
