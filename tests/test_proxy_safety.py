@@ -6,15 +6,17 @@ bytes unchanged, and a client that goes away cancels the upstream request."""
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import httpx
 import openai
 import pytest
 
 from conftest import Backend
-from memlane import MemoryEngine, StoreError
+from memlane import MemoryEngine, StoreError, Turn
 from memlane.eval.bench.proxy_upstream import Upstream
 from proxy_support import ANTHROPIC_KEY, OPENAI_KEY, facts_in, fake_upstream, proxy_for
 from test_turn import FACTS, QUESTIONS
@@ -178,3 +180,41 @@ def test_a_client_that_goes_away_cancels_the_upstream(proxy: str, fake: Upstream
     while fake.cancelled == 0 and time.monotonic() < deadline:
         time.sleep(0.05)
     assert fake.cancelled == 1 and fake.finished == 0
+
+
+def test_a_slow_memory_step_never_stalls_another_stream(
+    proxy: str, fake: Upstream, filled: MemoryEngine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One request alone runs the engine on the event loop's thread (no hop, docs/proxy.md
+    "Speed"); with another in flight, in a worker thread: a stream keeps flowing meanwhile."""
+    turn = filled.turn
+
+    def slow(session: str, message: str, **kwargs: Any) -> Turn:
+        if "slowly" in message:
+            time.sleep(1.5)
+        return turn(session, message, **kwargs)
+
+    monkeypatch.setattr(filled, "turn", slow)
+    fake.event_delay_s, fake.events = 0.1, 10
+    second: dict[str, httpx.Response] = {}
+    slow_body = {"model": "m", "messages": [{"role": "user", "content": QUESTIONS[0] + " slowly"}]}
+    gaps, last = [], None
+    worker = threading.Thread(
+        target=lambda: second.update(
+            r=httpx.post(proxy + "/openai/v1/chat/completions", json=slow_body, headers=KEYS)
+        )
+    )
+    body = {**CHAT, "stream": True}
+    with httpx.stream("POST", proxy + "/openai/v1/chat/completions", json=body, headers=KEYS) as r:
+        for chunk in r.iter_raw():
+            now = time.monotonic()
+            if last is None:
+                worker.start()  # the slow request arrives while this stream is in flight
+            else:
+                gaps.append(now - last)
+            last = now
+            assert chunk
+    worker.join(timeout=30)
+    assert second["r"].status_code == 200
+    assert any("peanuts" in f for f in facts_in(fake.seen[-1]))  # its memory, after 1.5 s
+    assert len(gaps) >= 5 and max(gaps) < 1.0, gaps  # the stream never waited on it

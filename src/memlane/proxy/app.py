@@ -1,8 +1,11 @@
 """The proxy's ASGI app (Starlette): ``/{upstream}/{path}`` to the upstream of that name in
 ``[proxy.upstreams]`` (never a URL from the request), for the paths of its API only
 (:data:`memlane.proxy.styles.ROUTES`), bodies up to ``[proxy] max_body_bytes``; memory added to
-the requests of the routes that carry a conversation (:mod:`memlane.proxy.memory`), in a worker
-thread (the engine is synchronous). ``GET /health`` answers ``{"status": "ok", "upstreams":
+the requests of the routes that carry a conversation (:mod:`memlane.proxy.memory`). The engine
+is synchronous: its step runs on the event loop's own thread when this request is the only one
+in flight (nothing else to delay; a hop to a worker thread and back costs ~1 ms on a loaded
+machine, docs/proxy.md "Speed"), in a worker thread otherwise, so that another request's stream
+never waits on it. ``GET /health`` answers ``{"status": "ok", "upstreams":
 [...]}``.
 
 Refusals are JSON ``{"error": {"type": "memlane_proxy_error", "message": ...}}`` with 401 (a
@@ -46,6 +49,25 @@ TOKEN_HEADER = "x-memlane-token"
 _MARK = INJECTION_BLOCK_PREFIX.encode("utf-8")
 
 
+class InFlight:
+    """ASGI wrapper counting the HTTP requests in flight (``count``), each from its arrival to
+    the last byte of its answer (a stream included)."""
+
+    def __init__(self, app: Starlette) -> None:
+        self.app = app
+        self.count = 0
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        self.count += 1
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            self.count -= 1
+
+
 class TooLarge(Exception):
     """The request body passed ``[proxy] max_body_bytes``."""
 
@@ -80,9 +102,9 @@ def create_app(
     settings: ProxySettings,
     *,
     transport: httpx.AsyncBaseTransport | None = None,
-) -> Starlette:
+) -> InFlight:
     """The proxy over ``engine`` (``None``: no memory, a plain pass-through) with ``settings``;
-    ``transport``: httpx's (tests)."""
+    ``transport``: httpx's (tests). An ASGI app (a Starlette app in :class:`InFlight`)."""
     chains = Chains()
     timeout = httpx.Timeout(
         settings.read_timeout_s, connect=settings.connect_timeout_s, pool=settings.connect_timeout_s
@@ -150,7 +172,8 @@ def create_app(
         memory_ms = 0.0
         if style is not None and engine is not None and settings.inject:
             before = time.perf_counter()
-            body, added = await _with_memory(engine, style, body, request, name, chains)
+            alone = wrapped.count <= 1
+            body, added = await _with_memory(engine, style, body, request, name, chains, alone)
             memory_ms = (time.perf_counter() - before) * 1000.0
         url = upstream_url(upstream.api, upstream.url, path)
         if request.url.query:
@@ -183,20 +206,31 @@ def create_app(
         return response
 
     methods = ["GET", "POST", "DELETE", "PUT", "PATCH"]
-    return Starlette(
-        routes=[
-            Route("/health", health, methods=["GET"]),
-            Route("/{upstream}/{path:path}", proxy, methods=methods),
-        ],
-        lifespan=lifespan,
+    wrapped = InFlight(
+        Starlette(
+            routes=[
+                Route("/health", health, methods=["GET"]),
+                Route("/{upstream}/{path:path}", proxy, methods=methods),
+            ],
+            lifespan=lifespan,
+        )
     )
+    return wrapped
 
 
 async def _with_memory(
-    engine: MemoryEngine, style: Style, raw: bytes, request: Request, name: str, chains: Chains
+    engine: MemoryEngine,
+    style: Style,
+    raw: bytes,
+    request: Request,
+    name: str,
+    chains: Chains,
+    alone: bool,
 ) -> tuple[bytes, Added | None]:
     """``raw`` with memory added (serialised by :func:`serialize`), or as it came when it is
-    not a JSON object or already holds memlane blocks (the client runs memlane's hooks)."""
+    not a JSON object or already holds memlane blocks (the client runs memlane's hooks).
+    ``alone``: no other request in flight, the engine runs on this thread (the module
+    docstring)."""
     if _MARK in raw:
         return raw, None
     try:
@@ -208,9 +242,12 @@ async def _with_memory(
     original = serialize(body)
     headers = {k: v for k, v in request.headers.items() if k.startswith("x-memlane-")}
     try:
-        added = await anyio.to_thread.run_sync(
-            add_memory, engine, style, body, headers, name, chains
-        )
+        if alone:
+            added = add_memory(engine, style, body, headers, name, chains)
+        else:
+            added = await anyio.to_thread.run_sync(
+                add_memory, engine, style, body, headers, name, chains
+            )
     except Exception as exc:  # a memory layer never takes the model away
         log.warning(
             "proxy: memory left out of this request to %r (%s: %s)",
