@@ -237,6 +237,12 @@ def test_search_memory_is_memlanes_hybrid_search_in_the_users_scope(
     ]
 
 
+@pytest.mark.parametrize("limit", [0, -1, 2.5, True])
+def test_a_bad_search_limit_is_refused_naming_it(engine: MemoryEngine, limit: Any) -> None:
+    with pytest.raises(ValueError, match=r"limit is how many search hits .* at least 1"):
+        MemlaneMemoryService(engine, limit=limit)
+
+
 def test_add_memory_goes_through_the_write_path(engine: MemoryEngine, chat: Chat) -> None:
     """``add_memory``'s entries are offered to the write path in the user's scope: a duplicate
     is not stored twice, a secret is redacted, ``<private>`` text dropped."""

@@ -96,6 +96,7 @@ class MemlaneMemoryService(BaseMemoryService):  # type: ignore[misc]
         token: ``memlane serve``'s bearer token (with a URL).
 
     Raises:
+        ValueError: ``limit`` is not a positive whole number.
         memlane.ConfigError: ``add_session_to_memory`` without ``[llm]`` configured.
     """
 
@@ -109,6 +110,11 @@ class MemlaneMemoryService(BaseMemoryService):  # type: ignore[misc]
         limit: int = 10,
         token: str | None = None,
     ) -> None:
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+            raise ValueError(
+                f"memlane: MemlaneMemoryService(limit={limit!r}): limit is how many search hits "
+                "search_memory returns; give a whole number of at least 1 (default 10)"
+            )
         self.door = Door(
             memory, owner=owner, project=project, agent=agent, session=None, token=token,
             source="adk", hint="run the agent with an ADK Runner (its session has an id)",
