@@ -17,6 +17,9 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
+import socket
+import subprocess
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -29,6 +32,8 @@ from memlane import HashEmbedder, MemoryEngine, Settings
 from memlane.history import INJECTION_BLOCK_PREFIX
 from memlane.store import open_store
 
+#: The repository (its .venv runs :func:`memlane_serve`).
+ROOT = Path(__file__).resolve().parents[1]
 #: The tool every framework test registers; the fake model calls it once per user turn.
 TOOL = "lookup"
 #: What the fake model answers at the end of a turn (after the tool's result).
@@ -365,3 +370,41 @@ def check_remember(
     saved = [m for m in engine.list(owner="alice") if m.content == FEDORA]
     assert [(m.project, m.source) for m in saved] == [(PROJECT, source)]
     assert all(m.content != FEDORA for m in engine.list(owner="bob"))
+
+
+# ---------------------------------------------------------------------- memlane serve
+@contextmanager
+def memlane_serve(home: Path) -> Iterator[str]:
+    """The real ``memlane serve`` on the store of ``home`` (hash embedder), run by the main
+    environment's Python (.venv: the server extra, which a framework's own environment under
+    .fwenvs/ lacks), on a free loopback port; yields its URL once ``/health`` answers."""
+    import httpx  # here: not every framework's environment has it
+
+    python = ROOT / ".venv" / "bin" / "python"
+    if not python.exists():
+        raise AssertionError(f"{python} is missing: `make install` builds the main environment")
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("MEMLANE_", "PYTHON"))}
+    env |= {"MEMLANE_HOME": str(home), "MEMLANE_EMBEDDING__PROVIDER": "hash"}
+    env |= {"MEMLANE_STORE__BACKEND": "sqlite", "MEMLANE_STORE__PATH": str(home / "memlane.db")}
+    env["PYTHONPATH"] = str(ROOT / "src")
+    with (home / "serve.log").open("w") as log:
+        proc = subprocess.Popen(
+            [str(python), "-m", "memlane", "serve", "--port", str(port)],
+            env=env, stdout=log, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+        url = f"http://127.0.0.1:{port}"
+        try:
+            deadline = time.monotonic() + 60
+            while proc.poll() is None and time.monotonic() < deadline:
+                with contextlib.suppress(httpx.TransportError):
+                    if httpx.get(f"{url}/health", timeout=2).status_code == 200:
+                        break
+                time.sleep(0.1)
+            assert proc.poll() is None, (home / "serve.log").read_text()
+            yield url
+        finally:
+            proc.kill()
+            proc.wait(timeout=30)

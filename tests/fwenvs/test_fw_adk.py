@@ -7,20 +7,15 @@ injection tool in the agent's tools."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import importlib.metadata
 import json
-import os
-import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
-from contextlib import closing, contextmanager
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
 pytest.importorskip("google.adk", reason="the adk extra is not installed")
@@ -41,6 +36,7 @@ from fw_support import (
     FakeModel,
     check_bob,
     check_remember,
+    memlane_serve,
     open_engine,
     open_engine_as_is,
     run_scenario,
@@ -156,41 +152,6 @@ def test_remember_tool_goes_through_the_write_path(
     model: FakeModel, engine: MemoryEngine, chat: Chat
 ) -> None:
     check_remember(model, engine, chat.ask, "adk")
-
-
-@contextmanager
-def memlane_serve(home: Path) -> Iterator[str]:
-    """The real ``memlane serve`` on the store of ``home`` (hash embedder), run by the main
-    environment's Python (.venv: the server extra; this environment has only ``adk``), on a
-    free loopback port; yields its URL once ``/health`` answers."""
-    python = REPO / ".venv" / "bin" / "python"
-    if not python.exists():
-        pytest.fail(f"{python} is missing: `make install` builds the main environment")
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("MEMLANE_", "PYTHON"))}
-    env |= {"MEMLANE_HOME": str(home), "MEMLANE_EMBEDDING__PROVIDER": "hash"}
-    env |= {"MEMLANE_STORE__BACKEND": "sqlite", "MEMLANE_STORE__PATH": str(home / "memlane.db")}
-    env["PYTHONPATH"] = str(REPO / "src")
-    with (home / "serve.log").open("w") as log:
-        proc = subprocess.Popen(
-            [str(python), "-m", "memlane", "serve", "--port", str(port)],
-            env=env, stdout=log, stderr=subprocess.STDOUT,
-        )  # fmt: skip
-        url = f"http://127.0.0.1:{port}"
-        try:
-            deadline = time.monotonic() + 60
-            while proc.poll() is None and time.monotonic() < deadline:
-                with contextlib.suppress(httpx.TransportError):
-                    if httpx.get(f"{url}/health", timeout=2).status_code == 200:
-                        break
-                time.sleep(0.1)
-            assert proc.poll() is None, (home / "serve.log").read_text()
-            yield url
-        finally:
-            proc.kill()
-            proc.wait(timeout=30)
 
 
 def test_the_adapter_over_a_memlane_serve_url(model: FakeModel, tmp_path: Path) -> None:

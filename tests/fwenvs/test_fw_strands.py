@@ -10,6 +10,7 @@ import json
 import os
 import sys
 from collections.abc import Iterator
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +33,7 @@ from fw_support import (
     check_bob,
     check_remember,
     check_turn,
+    memlane_serve,
     memory_counts,
     open_engine,
     open_engine_as_is,
@@ -42,7 +44,7 @@ from fw_support import (
 from llm_server import Reply, Script, serve
 from memlane import MemoryEngine
 from memlane.config import LLMSettings
-from memlane.integrations import UnsupportedFramework
+from memlane.integrations import UnsupportedFramework, connect
 from memlane.integrations.strands import MemlaneStore
 from memlane.llm import make_llm
 
@@ -244,3 +246,20 @@ def test_the_pages_table_is_the_scripts_output(model: FakeModel) -> None:
     assert len(rows) == 6  # three turns, two model calls each
     page = (REPO / "docs" / "frameworks.md").read_text().splitlines()
     assert rows == [line for line in page if line.startswith("| strands |")]
+
+
+def test_the_store_over_a_memlane_serve_url(model: FakeModel, tmp_path: Path) -> None:
+    """The same turns, search and writes through a real ``memlane serve`` (POST /v1/turn,
+    /v1/search, /v1/memories) instead of an engine in the agent's process."""
+    open_engine(tmp_path).close()  # the scenario's memories, in the store the server opens
+    with memlane_serve(tmp_path) as url, closing(connect(url)) as client:
+        chat = Chat(model, client)
+        run_scenario(model, chat.ask)
+        scoped = MemlaneStore(client, owner="alice", project=PROJECT)
+        hits = asyncio.run(scoped.search("does the billing service use tabs or spaces?"))
+        assert TABS in [h.content for h in hits] and BOBS not in [h.content for h in hits]
+        engine = open_engine_as_is(tmp_path)
+        try:
+            check_remember(model, engine, chat.ask, "strands")
+        finally:
+            engine.close()
