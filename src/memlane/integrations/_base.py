@@ -137,6 +137,8 @@ class Door:
       ``(role, text)`` pairs, ``None`` when there is no user message or nothing to show;
       :meth:`aview` the whole :class:`TurnView` (a door whose text is kept skips a repeat).
       ``kept`` (default ``False``: the framework does not keep the text) is the turn model's.
+      ``key`` (``text`` only): the framework's own id of the run, which then names the turn
+      instead of the user message's position.
     - :meth:`remember` / :meth:`aremember`: the ``remember`` tool's body (the write path).
     - :meth:`learn`: the conversation's user and assistant messages to memlane's ``learn`` (the
       configured LLM extracts memories; with the session, only what was not learned before).
@@ -167,7 +169,13 @@ class Door:
         self.source = source
         self.hint = hint
 
-    def _turn(self, pairs: Iterable[tuple[str, str]], session: object, context: object) -> Any:
+    def _turn(
+        self,
+        pairs: Iterable[tuple[str, str]],
+        session: object,
+        context: object,
+        key: str | None = None,
+    ) -> Any:
         found = last_user_turn(pairs)
         if found is None:
             return None
@@ -176,14 +184,22 @@ class Door:
             "session": session_of(session, self.session, hint=self.hint),
             "message": message,
             "kept": self.kept,
-            "position": position,
+            # A door's own run id names the turn instead of its position (a framework that
+            # rebuilds every run's messages from scratch has every user message at position 1).
+            "position": None if key else position,
+            "key": key,
             "scope": self.scope.of(context),
         }
 
     def text(
-        self, pairs: Iterable[tuple[str, str]], *, session: object, context: object
+        self,
+        pairs: Iterable[tuple[str, str]],
+        *,
+        session: object,
+        context: object,
+        key: str | None = None,
     ) -> str | None:
-        args = self._turn(pairs, session, context)
+        args = self._turn(pairs, session, context, key)
         return None if args is None else self.memory.turn(**args).text
 
     async def aview(
