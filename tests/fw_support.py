@@ -20,6 +20,7 @@ import json
 import os
 import socket
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -408,3 +409,27 @@ def memlane_serve(home: Path) -> Iterator[str]:
         finally:
             proc.kill()
             proc.wait(timeout=30)
+
+
+# ---------------------------------------------------------------------- docs/frameworks.md
+def run_docs_example(title: str, model: FakeModel, tmp_path: Path) -> None:
+    """docs/frameworks.md's example under ``### title``, run with this interpreter as
+    tests/test_fw_docs.py runs the others (for a framework with its own environment)."""
+    import test_fw_docs as docs
+
+    (code,) = [code for found, code in docs.examples() if found == title]
+    docs.run_example(code, model, tmp_path)
+
+
+def check_page_rows(name: str, model: FakeModel) -> None:
+    """docs/frameworks.md's ``| name |`` rows are what scripts/framework_turns.py prints for
+    ``name`` now: three turns, two model calls each."""
+    sys.path.insert(0, str(ROOT / "scripts"))
+    try:
+        import framework_turns
+    finally:
+        sys.path.remove(str(ROOT / "scripts"))
+    rows = framework_turns.rows(name, model)
+    assert len(rows) == 6, rows
+    page = (ROOT / "docs" / "frameworks.md").read_text().splitlines()
+    assert rows == [line for line in page if line.startswith(f"| {name} |")]

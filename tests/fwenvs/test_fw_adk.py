@@ -35,10 +35,12 @@ from fw_support import (
     TURNS,
     FakeModel,
     check_bob,
+    check_page_rows,
     check_remember,
     memlane_serve,
     open_engine,
     open_engine_as_is,
+    run_docs_example,
     run_scenario,
     seed,
 )
@@ -50,7 +52,6 @@ from memlane.integrations.adk import MemlaneMemoryService
 from memlane.llm import make_llm
 
 APP = "memlane-test"
-REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
@@ -315,23 +316,12 @@ def test_an_adk_outside_the_range_is_refused_naming_the_extra(tmp_path: Path) ->
 
 def test_the_docs_example_runs(model: FakeModel, tmp_path: Path) -> None:
     """docs/frameworks.md's Google ADK block, run as tests/test_fw_docs.py runs the others."""
-    import test_fw_docs as docs
-
-    (code,) = [code for title, code in docs.examples() if title == "Google ADK"]
-    docs.run_example(code, model, tmp_path)
+    run_docs_example("Google ADK", model, tmp_path)
 
 
 def test_the_pages_table_is_the_scripts_output(model: FakeModel) -> None:
     """docs/frameworks.md's ADK rows are what scripts/framework_turns.py prints for ADK."""
-    sys.path.insert(0, str(REPO / "scripts"))
-    try:
-        import framework_turns
-    finally:
-        sys.path.remove(str(REPO / "scripts"))
-    rows = framework_turns.rows("adk", model)
-    assert len(rows) == 6  # three turns, two model calls each
-    page = (REPO / "docs" / "frameworks.md").read_text().splitlines()
-    assert rows == [line for line in page if line.startswith("| adk |")]
+    check_page_rows("adk", model)
 
 
 def test_an_adk_in_the_range_without_the_seam_is_refused_naming_the_extra() -> None:

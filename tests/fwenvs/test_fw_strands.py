@@ -31,6 +31,7 @@ from fw_support import (
     TOOL,
     FakeModel,
     check_bob,
+    check_page_rows,
     check_remember,
     check_turn,
     memlane_serve,
@@ -38,6 +39,7 @@ from fw_support import (
     open_engine,
     open_engine_as_is,
     request_text,
+    run_docs_example,
     run_scenario,
     seed,
 )
@@ -47,8 +49,6 @@ from memlane.config import LLMSettings
 from memlane.integrations import UnsupportedFramework, connect
 from memlane.integrations.strands import MemlaneStore
 from memlane.llm import make_llm
-
-REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
@@ -229,23 +229,12 @@ def test_an_unsupported_strands_is_named_with_the_fix(monkeypatch: pytest.Monkey
 def test_the_docs_example_runs(model: FakeModel, tmp_path: Path) -> None:
     """docs/frameworks.md's Strands block, run as tests/test_fw_docs.py runs the others (every
     model request holds the memory once)."""
-    import test_fw_docs as docs
-
-    (code,) = [code for title, code in docs.examples() if title == "Strands Agents"]
-    docs.run_example(code, model, tmp_path)
+    run_docs_example("Strands Agents", model, tmp_path)
 
 
 def test_the_pages_table_is_the_scripts_output(model: FakeModel) -> None:
     """docs/frameworks.md's Strands rows are what scripts/framework_turns.py prints for it."""
-    sys.path.insert(0, str(REPO / "scripts"))
-    try:
-        import framework_turns
-    finally:
-        sys.path.remove(str(REPO / "scripts"))
-    rows = framework_turns.rows("strands", model)
-    assert len(rows) == 6  # three turns, two model calls each
-    page = (REPO / "docs" / "frameworks.md").read_text().splitlines()
-    assert rows == [line for line in page if line.startswith("| strands |")]
+    check_page_rows("strands", model)
 
 
 def test_the_store_over_a_memlane_serve_url(model: FakeModel, tmp_path: Path) -> None:
@@ -263,3 +252,18 @@ def test_the_store_over_a_memlane_serve_url(model: FakeModel, tmp_path: Path) ->
             check_remember(model, engine, chat.ask, "strands")
         finally:
             engine.close()
+
+
+def test_a_cleared_history_starts_the_session_over(model: FakeModel, chat: Chat) -> None:
+    """``agent.messages.clear()`` (or a conversation manager that drops turns): the next turn's
+    position is below the recorded ones, the turn model resets the session, and the memory is
+    shown again from the first call of that turn, once."""
+    chat.ask("Where do we deploy the billing service?")
+    chat.ask("For the billing service deploy, tabs or spaces in the Python code?")
+    chat.agent.messages.clear()
+    model.take()
+    chat.ask("Where is the billing service deploy target again?")  # a new ask at position 1
+    requests = model.take()
+    check_turn(requests, [DEPLOY])
+    assert TABS not in request_text(requests[0])  # the reset dropped turn 2's block
+    assert chat.agent.messages[0]["content"][0]["text"].startswith("Where is the billing")
