@@ -2,7 +2,9 @@
 memlane's own) to the upstream with httpx, its answer streamed back to the client as the
 upstream sends it (:meth:`httpx.Response.aiter_raw`: the bytes unchanged, compressed or not, SSE
 events one by one). A client that disconnects closes the upstream response, which cancels the
-upstream request."""
+upstream request. An answer that is not an event stream and says its length (up to
+:data:`WHOLE` bytes: a non-streaming model answer, sent whole by the upstream) is read whole and
+answered in one piece, the same bytes: less work per request than a stream."""
 
 from __future__ import annotations
 
@@ -32,6 +34,9 @@ HOP_BY_HOP = frozenset(
         "upgrade",
     }
 )
+
+#: The largest answer (its Content-Length, in bytes) read whole before it is passed on.
+WHOLE = 1_000_000
 
 #: A Responses API answer's id, in its JSON or its first SSE event.
 RESPONSE_ID = re.compile(rb'"id"\s*:\s*"(resp_[A-Za-z0-9_-]+)"')
@@ -99,8 +104,8 @@ async def send(
     """Send the request upstream and answer the client with its response, streamed.
 
     Raises:
-        httpx.TransportError: the upstream could not be reached or timed out before answering
-            (the caller answers 502 / 504).
+        httpx.TransportError: the upstream could not be reached, timed out before answering or
+            broke off an answer read whole (the caller answers 502 / 504).
     """
     request = client.build_request(method, url, headers=upstream_headers(headers), content=body)
     upstream = await client.send(request, stream=True)
@@ -110,6 +115,23 @@ async def send(
         if watch_id is not None and upstream.status_code < 400
         else None
     )
+    raw_headers = [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in out_headers]
+    length = upstream.headers.get("content-length", "")
+    if (
+        length.isdigit()
+        and int(length) <= WHOLE
+        and "text/event-stream" not in upstream.headers.get("content-type", "")
+    ):
+        try:
+            content = b"".join([chunk async for chunk in upstream.aiter_raw()])
+        finally:
+            await upstream.aclose()
+        if watch is not None:
+            watch.feed(content)
+            watch.end()
+        whole = Response(content, status_code=upstream.status_code)
+        whole.raw_headers = raw_headers
+        return whole
 
     async def relay() -> AsyncIterator[bytes]:
         try:
@@ -127,7 +149,5 @@ async def send(
     response = StreamingResponse(
         relay(), status_code=upstream.status_code, background=BackgroundTask(upstream.aclose)
     )
-    response.raw_headers = [
-        (k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in out_headers
-    ]
+    response.raw_headers = raw_headers
     return response
