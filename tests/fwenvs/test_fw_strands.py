@@ -46,6 +46,7 @@ from fw_support import (
 from llm_server import Reply, Script, serve
 from memlane import MemoryEngine
 from memlane.config import LLMSettings
+from memlane.errors import ConfigError
 from memlane.integrations import UnsupportedFramework, connect
 from memlane.integrations.strands import MemlaneStore
 from memlane.llm import make_llm
@@ -182,6 +183,13 @@ def test_add_messages_learns_through_the_configured_llm(model: FakeModel, tmp_pa
             engine.close()
     transcript = json.dumps(script.requests[0]["json"])
     assert "Where do we deploy" in transcript and DEPLOY not in transcript
+
+
+def test_add_messages_without_an_llm_says_how_to_configure_one(engine: MemoryEngine) -> None:
+    store = MemlaneStore(engine, owner="alice")
+    message = {"role": "user", "content": [{"text": "I ship on Fridays"}]}
+    with pytest.raises(ConfigError, match=r"llm\.provider.*learning from conversations needs"):
+        asyncio.run(store.add_messages([message]))
 
 
 def test_no_request_holds_a_memory_twice_with_strands_own_search_tool(

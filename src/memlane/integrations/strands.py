@@ -163,7 +163,8 @@ class MemlaneStore:
         tool calls and results are left out. Each write's ``to_dict()``.
 
         Raises:
-            whatever memlane's ``learn`` raises when no LLM is configured (``[llm]``).
+            memlane.errors.ConfigError: memlane has no LLM configured (it names
+                ``llm.provider`` and how to set it).
         """
         pairs = list(_pairs(messages))
         return await asyncio.to_thread(self.door.learn, pairs, session=None, context=None)
@@ -174,12 +175,8 @@ class MemlaneStore:
         door, ids = self.door, self._ids
 
         async def remember(content: str, tool_context: Any) -> str:
-            """Save a fact, preference or decision about the user for later conversations.
-
-            Args:
-                content: the fact to remember, one sentence.
-            """
             state, session = ids(tool_context.agent)
             return await door.aremember(content, session=session, context=state)
 
-        return [tool(name="remember", description=REMEMBER_DOC, context=True)(remember)]
+        remember.__doc__ = REMEMBER_DOC
+        return [tool(name="remember", context=True)(remember)]
