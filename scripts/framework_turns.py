@@ -8,7 +8,7 @@ memlane text as its turn's first call, and whether any memory was in it twice. d
 shows its output.
 
     python scripts/framework_turns.py            # every installed framework
-    python scripts/framework_turns.py langchain  # one (langchain, openai-agents, pydantic-ai, llamaindex, adk, strands, crewai)
+    python scripts/framework_turns.py langchain  # one (langchain, openai-agents, pydantic-ai, llamaindex, adk, strands, crewai, autogen)
 
 A framework with its own environment (tests/fwenvs/test_fw_<name>.py, built by `make fwenvs`) that
 this interpreter cannot import is run by .fwenvs/<name>/bin/python (this script, `--rows NAME`).
@@ -66,6 +66,7 @@ FRAMEWORKS: dict[str, Callable[[fw.FakeModel, Any], Any]] = {
     "adk": _chat("test_fw_adk"),
     "strands": _chat("test_fw_strands"),
     "crewai": _chat("test_fw_crewai"),
+    "autogen": _chat("test_fw_autogen"),
 }
 
 

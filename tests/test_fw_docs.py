@@ -32,7 +32,12 @@ NEEDS = {
 }
 #: Examples whose framework has its own environment: tests/fwenvs/test_fw_<name>.py runs them
 #: there with :func:`run_example` (the main environment cannot import that framework).
-OWN_ENV = {"Google ADK": "adk", "Strands Agents": "strands", "CrewAI": "crewai"}
+OWN_ENV = {
+    "Google ADK": "adk",
+    "Strands Agents": "strands",
+    "CrewAI": "crewai",
+    "AutoGen": "autogen",
+}
 MEMORY = "Fly.io"
 
 

@@ -14,6 +14,7 @@ import importlib.metadata
 import subprocess
 import sys
 from collections.abc import Iterator
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,7 @@ import pytest
 pytest.importorskip("autogen_agentchat", reason="the autogen extra is not installed")
 
 from autogen_agentchat.agents import AssistantAgent
+from autogen_core import CancellationToken
 from autogen_core.memory import MemoryContent, MemoryMimeType
 from autogen_core.models import ModelFamily
 from autogen_ext.models.openai import OpenAIChatCompletionClient
@@ -37,14 +39,19 @@ from fw_support import (
     TURNS,
     FakeModel,
     check_bob,
+    check_page_rows,
     check_remember,
+    memlane_serve,
     memory_counts,
     open_engine,
+    open_engine_as_is,
     request_text,
+    run_docs_example,
     user_messages,
 )
 from memlane import MemoryEngine
 from memlane.history import INJECTION_BLOCK_PREFIX
+from memlane.integrations import connect
 from memlane.integrations.autogen import MemlaneMemory
 
 
@@ -255,3 +262,60 @@ def test_an_autogen_outside_the_range_is_refused_naming_the_extra(tmp_path: Path
         "(supported: autogen-core >=0.4,<0.8)"
     ), last
     assert importlib.metadata.version("autogen-core") == "0.7.5"
+
+
+def test_the_adapter_over_a_memlane_serve_url(model: FakeModel, tmp_path: Path) -> None:
+    """The same turns, search and writes through a real ``memlane serve`` (POST /v1/turn,
+    /v1/search, /v1/memories) instead of an engine in the agent's process."""
+    open_engine(tmp_path).close()  # the scenario's memories, in the store the server opens
+    with memlane_serve(tmp_path) as url, closing(connect(url)) as client:
+        chat = Chat(model, client, session="over-http")
+        try:
+            model.take()
+            chat.ask(TURNS[0])
+            chat.ask(TURNS[1])
+            turns = model.take()
+            assert [memory_counts(r, MEMORIES) for r in turns] == [
+                {DEPLOY: 1, TABS: 0, OTHER: 0, BOBS: 0}
+            ] * 2 + [{DEPLOY: 1, TABS: 1, OTHER: 0, BOBS: 0}] * 2
+            assert [len(blocks(r)) for r in turns] == [1, 1, 2, 2]
+            found = chat.loop.run(chat.memory.query("billing deploy tabs"))
+            assert {c.content for c in found.results} == {DEPLOY, TABS}
+            engine = open_engine_as_is(tmp_path)
+            try:
+                check_remember(model, engine, chat.ask, "autogen")
+            finally:
+                engine.close()
+        finally:
+            chat.close()
+
+
+def test_the_docs_example_runs(model: FakeModel, tmp_path: Path) -> None:
+    """docs/frameworks.md's AutoGen block, run as tests/test_fw_docs.py runs the others."""
+    run_docs_example("AutoGen", model, tmp_path)
+
+
+def test_the_pages_table_is_the_scripts_output(model: FakeModel) -> None:
+    """docs/frameworks.md's AutoGen rows are what scripts/framework_turns.py prints for it."""
+    check_page_rows("autogen", model)
+
+
+def test_a_run_without_a_new_message_adds_nothing_and_a_reset_context_gets_the_block_back(
+    model: FakeModel, chat: Chat
+) -> None:
+    """``agent.run()`` with no task (a team invoking the agent again) is the same turn: its
+    block is already in the context, not added twice. After ``on_reset`` (the model context
+    emptied) the same first message is that turn again: its block is added back, once."""
+    chat.ask(TURNS[0])
+    model.take()
+    chat.loop.run(chat.agent.run())
+    again = model.take()
+    assert again and all(memory_counts(r, MEMORIES)[DEPLOY] == 1 for r in again)
+    assert all(len(blocks(r)) == 1 for r in again)
+    chat.loop.run(chat.agent.on_reset(CancellationToken()))
+    chat.ask(TURNS[0])
+    after = model.take()
+    assert len(after) == 2
+    for body in after:
+        assert memory_counts(body, MEMORIES)[DEPLOY] == 1 and len(blocks(body)) == 1
+        assert user_messages(body) == [TURNS[0]]

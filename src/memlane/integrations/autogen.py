@@ -9,7 +9,9 @@ later model calls read the same model context. The memory asks the turn model
 every model call of the turn holds it once, and a memory an earlier turn showed is still in the
 context, so memlane's no-repeat window does not show it again while it is within the window. A
 model context that drops old messages (``BufferedChatCompletionContext``) shrinks the count of
-user messages the turn sees: the turn model resets the session as for a compaction.
+user messages the turn sees: the turn model resets the session as for a compaction. The same
+turn asked again (a run without a new message; the same first message after ``on_reset``) adds
+its block only when the context no longer holds it.
 
 ``query`` is memlane's hybrid search in the memory's scope; ``add`` offers a text
 ``MemoryContent`` to the write path (duplicates, secrets, ``<private>`` as for every write);
@@ -132,12 +134,18 @@ class MemlaneMemory(Memory):  # type: ignore[misc]
         self.name = name
 
     async def update_context(self, model_context: ChatCompletionContext) -> UpdateContextResult:
-        """Add this turn's block to ``model_context`` as a ``SystemMessage`` (once per turn: a
-        repeat of a turn already decided adds nothing, its block is in the context)."""
-        pairs = _pairs(await model_context.get_messages())
-        view = await self.door.aview(pairs, session=None, context=None)
-        if view is None or view.repeat or not view.block:
-            return UpdateContextResult(memories=MemoryQueryResult(results=[]))
+        """Add this turn's block to ``model_context`` as a ``SystemMessage``, once: a turn
+        already decided (the agent run again with no new message, or the same first message
+        after ``on_reset``) adds its block only when the context no longer holds it."""
+        messages = await model_context.get_messages()
+        view = await self.door.aview(_pairs(messages), session=None, context=None)
+        none = UpdateContextResult(memories=MemoryQueryResult(results=[]))
+        if view is None or not view.block:
+            return none
+        if view.repeat and any(
+            isinstance(m, SystemMessage) and m.content == view.block for m in messages
+        ):
+            return none
         await model_context.add_message(SystemMessage(content=view.block))
         shown = MemoryContent(
             content=view.block,
