@@ -179,6 +179,28 @@ def test_a_standalone_agent_kickoff_gets_the_same(model: FakeModel, engine: Memo
         hooks.unregister()
 
 
+def test_a_conversation_passed_back_to_agent_kickoff_holds_each_memory_once(
+    model: FakeModel, engine: MemoryEngine
+) -> None:
+    """``Agent.kickoff(out.messages + [next question])``: the history holds the earlier runs'
+    system message with their memlane text; the new run's requests still hold each memory
+    once (the earlier copy is removed, this run's text gives it back). Fails before: turn 2's
+    requests held the deploy memory twice."""
+    hooks = MemlaneHooks(engine, owner="alice", project=PROJECT, session="passed-back").register()
+    history: list[Any] = []
+
+    def ask(text: str) -> None:
+        out = agent.kickoff([*history, {"role": "user", "content": text}])
+        history[:] = out.messages
+
+    try:
+        agent = Agent(role="a", goal="g", backstory="b", llm=llm(model), tools=[lookup])
+        seen = run_scenario(model, ask)
+        assert len(seen[2][0]["messages"]) > 8  # the third run's requests hold the history
+    finally:
+        hooks.unregister()
+
+
 def test_owner_comes_from_the_kickoff_inputs(model: FakeModel, engine: MemoryEngine) -> None:
     bob = Chat(model, engine, user="bob")
     try:

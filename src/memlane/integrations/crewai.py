@@ -8,7 +8,9 @@ The hook asks the turn model (:meth:`memlane.MemoryEngine.turn`, ``kept=False``:
 messages will not hold it) once per run and appends :attr:`TurnView.text` to the run's system
 message; the later calls of the run find it there and add nothing, so every call of the run holds
 the same block exactly once, and the memories an earlier turn showed come back while they are
-within the window.
+within the window. A history passed back to ``Agent.kickoff`` (``out.messages + [...]``) holds
+the earlier runs' edited system message: the hook removes that earlier memlane text from the new
+run's messages before it adds this run's, so no request holds a memory twice.
 
 Ids (docs/frameworks.md): a run is one executor run (its own turn key, so the same question
 asked in a new kickoff is a new turn); the turn's message is the task's description (the
@@ -36,6 +38,7 @@ import weakref
 from collections.abc import Mapping
 from typing import Any
 
+from memlane.history import INJECTION_BLOCK_PREFIX
 from memlane.integrations._base import REMEMBER_DOC, Door, find_session, require
 
 VERSION = require("crewai", "1.15", "2", "crewai")
@@ -80,6 +83,24 @@ def _never_cache(_args: Any = None, _result: Any = None) -> bool:
     """A ``remember`` call always reaches the write path (a module-level function: CrewAI
     serialises a tool's ``cache_function`` by name for its checkpoints)."""
     return False
+
+
+def _strip(messages: list[Any]) -> None:
+    """Remove the memlane text of earlier runs from a new run's messages, in place.
+
+    ``Agent.kickoff(out.messages + [...])`` passes a run's messages back as the next run's
+    history, with the system message this hook edited; this run's text gives back what is
+    still within the window (``kept=False``), so a stale copy would show a memory twice.
+    """
+    marker = "\n\n" + INJECTION_BLOCK_PREFIX
+    for message in list(messages):
+        content = message.get("content")
+        if not isinstance(content, str):
+            continue
+        if message.get("role") == "system" and content.startswith(INJECTION_BLOCK_PREFIX):
+            messages.remove(message)
+        elif marker in content:
+            message["content"] = content[: content.index(marker)]
 
 
 class _RememberArgs(BaseModel):
@@ -145,12 +166,12 @@ class MemlaneHooks:
         return found
 
     def _key(self, executor: Any, messages: list[Any]) -> str:
-        first = messages[0] if messages else None
         known = self._runs.get(executor)
-        if known is not None and known[0] is first:
+        if known is not None and known[0] is messages[0]:
             return known[1]
+        _strip(messages)  # a new run: what a history passed back holds of earlier runs
         key = uuid.uuid4().hex
-        self._runs[executor] = (first, key)
+        self._runs[executor] = (messages[0] if messages else None, key)
         return key
 
     def before_llm_call(self, context: Any) -> None:
