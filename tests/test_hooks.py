@@ -375,7 +375,7 @@ def test_the_hook_talks_to_the_server_without_importing_anything_heavy(
         "torch",
     )
     assert [m for m in modules if m.split(".")[0] in heavy or m.startswith(heavy)] == []
-    assert "POST /v1/inject" in served_log
+    assert "POST /v1/turn" in served_log
 
 
 def _read(served: Served) -> str:

@@ -173,7 +173,7 @@ def test_the_light_paths_import_only_what_they_need(
         assert "PostgreSQL 16" in json.loads(out)["hookSpecificOutput"]["additionalContext"]
         assert "memlane.scope" in modules
         assert _heavy(modules, startup) == []
-        assert "POST /v1/inject" in served.log.read_text()
+        assert "POST /v1/turn" in served.log.read_text()
 
 
 @pytest.mark.parametrize(

@@ -128,24 +128,25 @@ def test_gemini_a_block_the_history_keeps_is_never_injected_twice(
         assert before_model(env, "g2", tmp_path, request_with(*turns)).count(DB) == 1
 
 
-def test_gemini_after_the_window_a_compressed_memory_is_injected_again_once(
+def test_gemini_a_compressed_memory_is_added_to_every_request_that_lacks_it(
     store_backend: Backend, tmp_path: Path
 ) -> None:
-    """Compressed away, a memory is added by BeforeModel only while its window lasts (depth
-    2 here); after it the next prompt injects it into the history again, and BeforeModel then
-    finds it there: one copy in every request."""
+    """Compressed away, a memory is added by BeforeModel to each request that lacks it, past
+    the window too (depth 2 here): the turn model keeps a kept door's memories in the window
+    while the session lasts, so the next prompt does not inject it into the history again
+    (Gemini CLI keeps its blocks: a block it still holds must never come twice), and every
+    request holds it once."""
     engine = store_backend.engine()
     engine.add(DB, owner=OWNER)
     engine.close()
     env = {**hook_env(store_backend), "MEMLANE_INJECTION__CONTEXT_WINDOW_DEPTH": "2"}
     first = injected(env, gemini_payload("BeforeAgent", "g3", tmp_path, prompt=ASK))
     summary = "<state_snapshot>the user asked about staging</state_snapshot>"
-    assert injected(env, gemini_payload("BeforeAgent", "g3", tmp_path, prompt=ASK2)) == ""
-    assert before_model(env, "g3", tmp_path, request_with(summary, ASK2)).count(DB) == 1
-    again = injected(env, gemini_payload("BeforeAgent", "g3", tmp_path, prompt=ASK))
-    assert again == first  # the window passed: injected again, into the history
-    held = f"{ASK}<hook_context>{again}</hook_context>"
-    assert before_model(env, "g3", tmp_path, request_with(summary, ASK2, held)).count(DB) == 1
+    asks = [ASK2, ASK, f"{ASK2} (again)", f"{ASK} (again)"]
+    for n, ask in enumerate(asks):
+        assert injected(env, gemini_payload("BeforeAgent", "g3", tmp_path, prompt=ask)) == "", n
+        sent = before_model(env, "g3", tmp_path, request_with(summary, *asks[: n + 1]))
+        assert sent.count(DB) == 1 and sent.endswith(f"<hook_context>{first}</hook_context>"), n
 
 
 def test_memlane_blocks_reads_only_the_blocks() -> None:

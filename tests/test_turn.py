@@ -196,3 +196,30 @@ def test_bad_arguments_are_named_and_record_nothing(
     with pytest.raises(InvalidArgument, match=named):
         filled.turn(args.pop("session"), args.pop("message"), **args)
     assert filled.session("s").turn == 0
+
+
+def test_kept_true_never_shows_a_memory_again_while_the_client_holds_it(
+    make_engine: Any,
+) -> None:
+    """A kept door's client holds every block until a reset: past the no-repeat window
+    (depth 2 here) the memory is not injected again (Copilot CLI and OpenCode got a second
+    copy at the 11th prompt with the default 10); after a compaction it comes back once. A
+    kept=False door still gets it again once the window has passed."""
+    engine = make_engine(injection={"context_window_depth": 2})
+    for fact in FACTS:
+        engine.add(fact)
+    first = engine.turn("k", QUESTIONS[0], kept=True)
+    assert first.block is not None and "peanuts" in first.block
+    for n, question in enumerate([QUESTIONS[2], QUESTIONS[3], QUESTIONS[4]] * 2):
+        later = engine.turn("k", f"{question} ({n})", kept=True)
+        assert "peanuts" not in (later.block or ""), n
+    assert "peanuts" not in (engine.turn("k", QUESTIONS[5], kept=True).block or "")
+    engine.reset_session("k", "compact", owner=None)
+    back = engine.turn("k", QUESTIONS[5], kept=True)
+    assert back.block is not None and "peanuts" in back.block
+    # the same session through a door that keeps nothing: the window's end lets it back in
+    engine.turn("f", QUESTIONS[0], kept=False)
+    engine.turn("f", QUESTIONS[2], kept=False)
+    engine.turn("f", QUESTIONS[3], kept=False)
+    again = engine.turn("f", QUESTIONS[5], kept=False)
+    assert "peanuts" in (again.block or "")

@@ -91,10 +91,13 @@ def max_chars(client: str, configured: int) -> int:
 
 #: The payload key holding the client's own id of the user's turn: Qwen Code fires
 #: ``UserPromptSubmit`` again on the continuations after a tool's result with the same
-#: ``prompt_id``; Codex sends ``turn_id``. With it the hook asks the turn model
-#: (:meth:`memlane.MemoryEngine.turn`, ``kept=True``): the turn is decided once and a later
-#: call of it is a repeat (nothing printed: the block is already in the history).
-TURN_KEYS = {"qwen": "prompt_id", "codex": "turn_id"}
+#: ``prompt_id``; Codex sends ``turn_id``; memlane's OpenCode plugin the user message's
+#: ``messageID`` as ``message_id``. Every client's prompt asks the turn model
+#: (:meth:`memlane.MemoryEngine.turn`, ``kept=True``); with this id the turn is decided once
+#: and a later call of it is a repeat (nothing printed: the block is already in the history).
+#: Claude Code, Gemini CLI and Copilot CLI send no turn id: their turn is (session, prompt),
+#: and the same prompt again right after is the same turn (its block is in the history).
+TURN_KEYS = {"qwen": "prompt_id", "codex": "turn_id", "opencode": "message_id"}
 
 
 def turn_id(client: str, payload: dict[str, Any]) -> str | None:

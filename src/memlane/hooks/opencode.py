@@ -8,8 +8,9 @@ Checked with ``opencode-ai`` 1.18.33 (``tests/test_clients_opencode.py``): OpenC
 
 - ``chat.message`` (``input``: ``sessionID``, ``agent``, ``model``, ``messageID``; ``output``:
   ``message``, ``parts``) runs once per user message, before it is stored: the plugin runs
-  ``memlane hook UserPromptSubmit --client opencode`` with the message's text and OpenCode's
-  session id, and adds the block as one more text part of the message: it reaches the model
+  ``memlane hook UserPromptSubmit --client opencode`` with the message's text, OpenCode's
+  session id and the message's id (``message_id``: the turn's key, so a message the hook sees
+  twice is one turn), and adds the block as one more text part of the message: it reaches the model
   inside the user's message and stays in the history.
 - ``event`` ``session.compacted`` (``properties.sessionID``): ``memlane hook PostCompact``
   resets the session, so the next message brings the memories back.
@@ -86,6 +87,9 @@ export const MemlanePlugin = async ({ directory, client }) => ({
     if (!text || !input.sessionID) return;
     const printed = hook("UserPromptSubmit", {
       session_id: input.sessionID,
+      message_id:
+        (output.message || {}).id || ((output.parts || [])[0] || {}).messageID ||
+        input.messageID || "",
       prompt: text,
       cwd: directory,
       hook_event_name: "UserPromptSubmit",

@@ -5,11 +5,14 @@ Reads the client's JSON on stdin and acts on the event:
 =====================================  =====================================================
 event (client)                         what the hook does
 =====================================  =====================================================
-``UserPromptSubmit`` (Claude Code),    inject for (``session_id``, ``prompt``), the query
-``BeforeAgent`` (Gemini CLI)           enriched with the last messages of ``transcript_path``;
-                                       prints ``{"hookSpecificOutput": {"hookEventName": ...,
+``UserPromptSubmit`` (Claude Code),    one turn of the turn model (``backend.turn``,
+``BeforeAgent`` (Gemini CLI)           ``kept=True``: the block stays in the client's history)
+                                       for (``session_id``, ``prompt``, the client's turn id
+                                       when it sends one), the query enriched with the last
+                                       messages of ``transcript_path``; prints
+                                       ``{"hookSpecificOutput": {"hookEventName": ...,
                                        "additionalContext": block}}``, or nothing when there is
-                                       nothing to inject
+                                       nothing to inject or the call repeats the turn
 ``SessionStart`` source ``clear`` /    reset the session's tracking (reason ``clear`` /
 ``compact``                            ``compact``): the model no longer has what was
                                        injected; then as ``startup``
@@ -225,29 +228,16 @@ class _Run:
             project = self.cfg.project(cwd)
             backend = self._backend()
             turn_key = turn_id(self.client, payload)
-            try:
-                if turn_key is not None:  # the client names its turns: one decision per turn
-                    found = backend.turn(
-                        session, prompt, kept=True, key=turn_key, owner=owner, agent=agent,
-                        recent=recent, max_chars=self.max_chars(), known=list(known),
-                        project=project,
-                    )  # fmt: skip
-                    block = None if found.get("repeat") else found.get("block")
-                    ids = tuple(str(i["memory"]["id"]) for i in found.get("items") or [])
-                else:
-                    result = backend.inject(
-                        session,
-                        prompt,
-                        owner=owner,
-                        agent=agent,
-                        recent=recent,
-                        max_chars=self.max_chars(),
-                        known=known,
-                        project=project,
-                    )
-                    block, ids = result.block, result.ids
+            try:  # every client: one turn, its block kept in the client's history
+                found = backend.turn(
+                    session, prompt, kept=True, key=turn_key, owner=owner, agent=agent,
+                    recent=recent, max_chars=self.max_chars(), known=list(known),
+                    project=project,
+                )  # fmt: skip
             finally:
                 backend.close()
+            block = None if found.get("repeat") else found.get("block")
+            ids = tuple(str(i["memory"]["id"]) for i in found.get("items") or [])
             if block:  # a repeat of the turn prints nothing: its block is in the history
                 self.emit(output(event, block, self.client), ids)
             return

@@ -14,8 +14,15 @@ leaves the block, and the same memories give the same bytes.
 
 ``kept``: does the door's text stay in what its client sends next turn?
 
-- ``True`` (Claude Code / Gemini / Codex hooks, AutoGen, CrewAI's in-place edits): the
-  no-repeat window as for :meth:`~memlane.MemoryEngine.inject`; ``earlier`` is empty.
+- ``True`` (the coding-assistant hooks: Claude Code, Gemini CLI, Codex, Qwen Code, Copilot
+  CLI, OpenCode; AutoGen, CrewAI's in-place edits): the client holds every block of the
+  session until a compaction or a reset, so a memory shown earlier in the session is never
+  shown again while it holds it, however many turns ago that was: at the end of its window
+  (``context_window_depth`` turns) a memory is recorded as shown again (:func:`held_over`),
+  as :meth:`~memlane.injection.Sessions.sync` does for a memory Gemini's request still holds.
+  Only a reset (compaction, clear, a shrunk ``position``) lets it be injected again;
+  ``earlier`` is empty. (Without this, Copilot CLI and OpenCode, which never drop a block,
+  got a second copy of a memory at the 11th prompt after it was shown.)
 - ``False`` (the proxy, most framework seams): the text is rebuilt per call and never kept, so
   the door re-supplies the memories still within the window: ``Turn.earlier`` holds the earlier
   turns' blocks whose turn is within ``context_window_depth`` turns of this one, oldest first,
@@ -151,6 +158,8 @@ class TurnModel:
             self.sessions.reset(session, ResetReason.COMPACT, owner=owner)
             records, reset = [], ResetReason.COMPACT.value
             log.info("turn session=%s: the history is shorter than recorded: reset", session)
+        if kept and reset is None:
+            held_over(self.store, owner, session, depth)
         injection = self.injector.inject(
             session, message, owner=owner, agent=agent, recent=recent, max_chars=max_chars,
             known=known, project=project,
@@ -234,6 +243,29 @@ class TurnModel:
             if text is not None:
                 blocks.append(TurnBlock(r.key, r.position, text))
         return block, items, tuple(blocks)
+
+
+def held_over(store: MemoryStore, owner: str, session: str, depth: int) -> tuple[str, ...]:
+    """For a door whose client keeps its blocks (``kept=True``): record the session's
+    memories that would leave the no-repeat window with the next turn (shown ``depth`` or more
+    turns before it) as shown at the session's current turn, so the next turn's injection
+    still counts them as held (the client's history has them until a reset). One read; a
+    write only when some memory is at its window's end (an injection event with
+    ``skipped["in_context"]``, as :meth:`~memlane.injection.Sessions.sync` writes).
+    Returns the ids recorded again, in the order they were shown."""
+    state = store.session(owner, session)
+    upcoming = state.turn + 1
+    ending = sorted(
+        (mid for mid, t in state.injected.items() if upcoming - t >= depth),
+        key=lambda mid: (state.injected[mid], mid),
+    )
+    if ending and state.turn > 0:
+        with store.transaction():
+            event = {"skipped": {"in_context": len(ending)}, "elapsed_ms": 0.0}
+            store.finish_turn(owner, session, state.turn, ending, event)
+        log.info("turn session=%s: %d memories still held, kept in the window", session,
+                 len(ending))  # fmt: skip
+    return tuple(ending)
 
 
 def render(
