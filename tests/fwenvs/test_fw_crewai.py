@@ -15,6 +15,7 @@ import sys
 import tempfile
 import warnings
 from collections.abc import Iterator
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -59,14 +60,16 @@ from fw_support import (  # noqa: E402
     check_bob,
     check_remember,
     check_turn,
+    memlane_serve,
     memory_counts,
     open_engine,
+    open_engine_as_is,
     run_scenario,
     tool_replies,
 )
 from memlane import MemoryEngine  # noqa: E402
 from memlane.history import INJECTION_BLOCK_PREFIX  # noqa: E402
-from memlane.integrations import UnsupportedFramework  # noqa: E402
+from memlane.integrations import UnsupportedFramework, connect  # noqa: E402
 from memlane.integrations.crewai import MemlaneHooks  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -248,6 +251,23 @@ def test_a_crew_of_two_tasks_gives_each_task_its_turn(
         check_turn(requests[2:], [DEPLOY, TABS])
     finally:
         hooks.unregister()
+
+
+def test_the_hooks_over_a_memlane_serve_url(model: FakeModel, tmp_path: Path) -> None:
+    """The same turns and writes through a real ``memlane serve`` (POST /v1/turn with the run's
+    key, POST /v1/memories), run by the main environment's Python."""
+    open_engine(tmp_path).close()  # the scenario's memories, in the store the server opens
+    with memlane_serve(tmp_path) as url, closing(connect(url)) as client:
+        chat = Chat(model, client)
+        try:
+            run_scenario(model, chat.ask)
+            engine = open_engine_as_is(tmp_path)
+            try:
+                check_remember(model, engine, chat.ask, "crewai")
+            finally:
+                engine.close()
+        finally:
+            chat.close()
 
 
 def test_remember_tool_goes_through_the_write_path(
