@@ -383,6 +383,14 @@ def bench_hooks_cmd(
         f"{'met' if goals['server_p95_met'] else 'NOT met'}; cold <= {goals['cold_ms']:.0f} ms: "
         f"{'met' if goals['cold_p95_met'] else 'NOT met'} (p95)"
     )
+    clients = result.get("per_client") or {}
+    if clients:
+        worst = max(clients, key=lambda name: clients[name]["p95_ms"])
+        verdict = "met" if goals["per_client_p95_met"] else "NOT met"
+        err.print(
+            f"goals: every client's hook p95 with the server <= {goals['server_p95_ms']:.0f} ms: "
+            f"{verdict} (highest: {worst} {clients[worst]['p95_ms']:.1f} ms)"
+        )
     for label, met, goal in (
         ("no server configured, first call", "first_met", "first_ms"),
         ("no server configured, later calls p95", "later_p95_met", "later_p95_ms"),
