@@ -19,6 +19,7 @@ import pytest
 os.environ.setdefault("OTEL_SDK_DISABLED", "true")  # no telemetry export (no network here)
 
 from strands import Agent, tool
+from strands.agent.conversation_manager import SlidingWindowConversationManager
 from strands.memory import InvocationTrigger
 from strands.models.openai import OpenAIModel
 
@@ -260,6 +261,17 @@ def test_the_store_over_a_memlane_serve_url(model: FakeModel, tmp_path: Path) ->
             check_remember(model, engine, chat.ask, "strands")
         finally:
             engine.close()
+
+
+def test_a_sliding_window_is_not_a_shrunk_history(model: FakeModel, chat: Chat) -> None:
+    """Strands' default conversation manager trims old messages (a window of 4 here: one turn
+    left after each run); the turns go on as in the untrimmed scenario: every call of a turn
+    holds its block once, and turn 3 still holds the memories of turns 1 and 2 (the turn model
+    did not read the trimmed history as a reset)."""
+    chat.agent.conversation_manager = SlidingWindowConversationManager(window_size=4)
+    run_scenario(model, chat.ask)
+    assert len(chat.agent.messages) == 4
+    assert chat.agent.conversation_manager.removed_message_count == 8
 
 
 def test_a_cleared_history_starts_the_session_over(model: FakeModel, chat: Chat) -> None:

@@ -138,7 +138,9 @@ class Door:
       :meth:`aview` the whole :class:`TurnView` (a door whose text is kept skips a repeat).
       ``kept`` (default ``False``: the framework does not keep the text) is the turn model's.
       ``key`` (``text`` only): the framework's own id of the run, which then names the turn
-      instead of the user message's position.
+      instead of the user message's position. ``position`` (``aview`` / ``atext``): the turn's
+      position when the adapter knows it better than the count of user messages in ``pairs``
+      (a framework that trims its history: Strands' conversation managers).
     - :meth:`remember` / :meth:`aremember`: the ``remember`` tool's body (the write path).
     - :meth:`learn`: the conversation's user and assistant messages to memlane's ``learn`` (the
       configured LLM extracts memories; with the session, only what was not learned before).
@@ -175,11 +177,12 @@ class Door:
         session: object,
         context: object,
         key: str | None = None,
+        position: int | None = None,
     ) -> Any:
         found = last_user_turn(pairs)
         if found is None:
             return None
-        message, position = found
+        message, position = found[0], position or found[1]
         return {
             "session": session_of(session, self.session, hint=self.hint),
             "message": message,
@@ -203,15 +206,25 @@ class Door:
         return None if args is None else self.memory.turn(**args).text
 
     async def aview(
-        self, pairs: Iterable[tuple[str, str]], *, session: object, context: object
+        self,
+        pairs: Iterable[tuple[str, str]],
+        *,
+        session: object,
+        context: object,
+        position: int | None = None,
     ) -> TurnView | None:
-        args = self._turn(pairs, session, context)
+        args = self._turn(pairs, session, context, position=position)
         return None if args is None else await self.memory.aturn(**args)
 
     async def atext(
-        self, pairs: Iterable[tuple[str, str]], *, session: object, context: object
+        self,
+        pairs: Iterable[tuple[str, str]],
+        *,
+        session: object,
+        context: object,
+        position: int | None = None,
     ) -> str | None:
-        view = await self.aview(pairs, session=session, context=context)
+        view = await self.aview(pairs, session=session, context=context, position=position)
         return None if view is None else view.text
 
     def _write(self, session: object, context: object) -> dict[str, Any]:

@@ -64,6 +64,20 @@ def _pairs(messages: Iterable[Mapping[str, Any]]) -> Iterable[tuple[str, str]]:
         yield role, "\n".join(str(b["text"]) for b in blocks if "text" in b)
 
 
+def _position(pairs: list[tuple[str, str]], agent: Any) -> int | None:
+    """The turn's position for the turn model: the index (from 1) of the latest user message in
+    the whole conversation, the messages the agent's conversation manager trimmed counted
+    (``removed_message_count``). Strands' default manager keeps a sliding window of 40 messages:
+    once it trims, the count of user messages left stops growing, and the turn model would read
+    every new turn as a shrunk history and reset the session. A cleared ``agent.messages``
+    (nothing counted as removed) still lowers it: a reset, as it should be."""
+    asks = [i for i, (role, _) in enumerate(pairs) if role == "user"]
+    if not asks:
+        return None
+    removed = getattr(getattr(agent, "conversation_manager", None), "removed_message_count", 0)
+    return int(removed or 0) + asks[-1] + 1
+
+
 class MemlaneStore:
     """memlane as a Strands ``MemoryStore``, with the injector that shows its memories.
 
@@ -116,7 +130,10 @@ class MemlaneStore:
         """The ``ContextInjector`` callback: this model call's memlane text (``None``: none).
         ``context``: Strands' ``InjectionContext`` (``messages``, ``agent``)."""
         state, session = self._ids(context.agent)
-        return await self.door.atext(_pairs(context.messages), session=session, context=state)
+        pairs = list(_pairs(context.messages))
+        return await self.door.atext(
+            pairs, session=session, context=state, position=_position(pairs, context.agent)
+        )
 
     def injector(self, name: str = "memlane") -> Any:
         """The ``ContextInjector`` plugin (``Agent(plugins=[store.injector()])``) giving every
