@@ -319,3 +319,33 @@ def test_a_run_without_a_new_message_adds_nothing_and_a_reset_context_gets_the_b
     for body in after:
         assert memory_counts(body, MEMORIES)[DEPLOY] == 1 and len(blocks(body)) == 1
         assert user_messages(body) == [TURNS[0]]
+
+
+@pytest.mark.parametrize("size", [2, 5, 6, 8, 10])
+def test_a_buffered_context_never_holds_a_memory_twice(
+    model: FakeModel, engine: MemoryEngine, size: int
+) -> None:
+    """``BufferedChatCompletionContext(buffer_size=N)`` drops old messages, memlane's blocks
+    with them, and a shrunk count of user messages in view resets the session's window. Over the
+    scenario's turns twice, whatever N: no request holds a memory twice (the memories of the
+    blocks still in view are passed as ``known``: without it, N = 6 to 12 put DEPLOY in twice),
+    and turn 1's first call holds DEPLOY (a block that fell out may not come back:
+    docs/frameworks.md says when)."""
+    from autogen_core.model_context import BufferedChatCompletionContext
+
+    chat = Chat(model, engine, session=f"buffered-{size}")
+    chat.agent._model_context = BufferedChatCompletionContext(buffer_size=size)
+    try:
+        model.take()
+        for turn, text in enumerate(TURNS + TURNS, 1):
+            chat.ask(text)
+            requests = model.take()
+            assert len(requests) == 2
+            for call, body in enumerate(requests, 1):
+                counts = memory_counts(body, MEMORIES)
+                assert max(counts.values()) <= 1, (turn, call, counts)
+                assert counts[OTHER] == counts[BOBS] == 0
+                if turn == call == 1:
+                    assert counts[DEPLOY] == 1, counts
+    finally:
+        chat.close()

@@ -135,7 +135,8 @@ class Door:
 
     - :meth:`text` / :meth:`atext`: one model call's memlane text from the conversation's
       ``(role, text)`` pairs, ``None`` when there is no user message or nothing to show;
-      :meth:`aview` the whole :class:`TurnView` (a door whose text is kept skips a repeat).
+      :meth:`aview` the whole :class:`TurnView` (a door whose text is kept skips a repeat;
+      ``known``: ids of memories its conversation still holds, never injected again).
       ``kept`` (default ``False``: the framework does not keep the text) is the turn model's.
       ``key`` (``text`` only): the framework's own id of the run, which then names the turn
       instead of the user message's position. ``position`` (``aview`` / ``atext``): the turn's
@@ -178,6 +179,7 @@ class Door:
         context: object,
         key: str | None = None,
         position: int | None = None,
+        known: Iterable[str] = (),
     ) -> Any:
         found = last_user_turn(pairs)
         if found is None:
@@ -191,6 +193,7 @@ class Door:
             # rebuilds every run's messages from scratch has every user message at position 1).
             "position": None if key else position,
             "key": key,
+            "known": tuple(known),
             "scope": self.scope.of(context),
         }
 
@@ -212,8 +215,9 @@ class Door:
         session: object,
         context: object,
         position: int | None = None,
+        known: Iterable[str] = (),
     ) -> TurnView | None:
-        args = self._turn(pairs, session, context, position=position)
+        args = self._turn(pairs, session, context, position=position, known=known)
         return None if args is None else await self.memory.aturn(**args)
 
     async def atext(

@@ -121,8 +121,10 @@ class Memlane:
         scope: Scope,
         position: int | None = None,
         key: str | None = None,
+        known: tuple[str, ...] = (),
     ) -> TurnView:
-        """One model call's turn (:meth:`MemoryEngine.turn`)."""
+        """One model call's turn (:meth:`MemoryEngine.turn`; ``known``: ids of memories the
+        conversation holds, never injected again)."""
         raise NotImplementedError
 
     def add(
@@ -186,9 +188,10 @@ class EngineClient(Memlane):
         scope: Scope,
         position: int | None = None,
         key: str | None = None,
+        known: tuple[str, ...] = (),
     ) -> TurnView:
         done = self.engine.turn(
-            session, message, kept=kept, position=position, key=key,
+            session, message, kept=kept, position=position, key=key, known=known,
             owner=scope.owner, agent=scope.agent, project=scope.project,
         )  # fmt: skip
         return TurnView.of(done.to_dict())
@@ -269,9 +272,12 @@ class HttpClient(Memlane):
         scope: Scope,
         position: int | None = None,
         key: str | None = None,
+        known: tuple[str, ...] = (),
     ) -> TurnView:
         body = {"session": session, "message": message, "kept": kept, **self._names(scope)}
         body |= {k: v for k, v in (("position", position), ("key", key)) if v is not None}
+        if known:
+            body["known"] = list(known)
         return TurnView.of(self._call("POST", "/turn", json=body))
 
     def add(

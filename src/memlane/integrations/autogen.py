@@ -8,8 +8,11 @@ later model calls read the same model context. The memory asks the turn model
 ``SystemMessage`` and stays there for the rest of the conversation) and adds this turn's block:
 every model call of the turn holds it once, and a memory an earlier turn showed is still in the
 context, so memlane's no-repeat window does not show it again while it is within the window. A
-model context that drops old messages (``BufferedChatCompletionContext``) shrinks the count of
-user messages the turn sees: the turn model resets the session as for a compaction. The same
+model context that drops old messages (``BufferedChatCompletionContext``) drops blocks with them:
+a memory whose block fell out comes back only when the count of user messages in view falls to
+one already recorded (the turn model resets the session as for a compaction) or after the window;
+the memories of the blocks still in view are passed as ``known``, so a reset never adds them a
+second time. The same
 turn asked again (a run without a new message; the same first message after ``on_reset``) adds
 its block only when the context no longer holds it.
 
@@ -132,21 +135,25 @@ class MemlaneMemory(Memory):  # type: ignore[misc]
         )  # fmt: skip
         self.limit = limit
         self.name = name
+        #: The blocks this memory added, each with its memories' ids (to tell the turn model
+        #: which memories the model context still holds).
+        self._added: dict[str, tuple[str, ...]] = {}
 
     async def update_context(self, model_context: ChatCompletionContext) -> UpdateContextResult:
         """Add this turn's block to ``model_context`` as a ``SystemMessage``, once: a turn
         already decided (the agent run again with no new message, or the same first message
         after ``on_reset``) adds its block only when the context no longer holds it."""
         messages = await model_context.get_messages()
-        view = await self.door.aview(_pairs(messages), session=None, context=None)
+        held = [m.content for m in messages if isinstance(m, SystemMessage)]
+        known = [i for block in held for i in self._added.get(block, ())]
+        view = await self.door.aview(_pairs(messages), session=None, context=None, known=known)
         none = UpdateContextResult(memories=MemoryQueryResult(results=[]))
         if view is None or not view.block:
             return none
-        if view.repeat and any(
-            isinstance(m, SystemMessage) and m.content == view.block for m in messages
-        ):
+        if view.repeat and view.block in held:
             return none
         await model_context.add_message(SystemMessage(content=view.block))
+        self._added[view.block] = view.ids
         shown = MemoryContent(
             content=view.block,
             mime_type=MemoryMimeType.MARKDOWN,
