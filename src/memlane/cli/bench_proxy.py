@@ -48,6 +48,7 @@ def proxy_cmd(
     )
     rows = [
         ("in-process injection (engine.turn)", result["inject_ms"]),
+        ("  the same, back to back before the proxy", result["inject_back_to_back_ms"]),
         ("non-streaming: direct", result["non_streaming"]["direct_ms"]),
         ("non-streaming: through the proxy", result["non_streaming"]["proxy_ms"]),
         ("non-streaming: added", result["non_streaming"]["added_ms"]),

@@ -3,11 +3,16 @@ called directly, in one run (docs/proxy.md "Speed").
 
 Each round sends the same chat-completions request (a conversation growing turn by turn, a new
 conversation every ``turns`` turns) twice, directly to the fake upstream and through the proxy,
-in alternating order, over keep-alive httpx clients, after :data:`WARM_UP` requests not counted; non-streaming: the whole request's wall
-time; streaming: the time to the first byte of the answer (time to first token). The added
-time is the per-round difference (proxy minus direct), so both sides meet the same machine load.
-Beside them, the in-process injection's own p50/p95 (:meth:`MemoryEngine.turn` on the same
-questions, a session of its own): the floor of what the proxy can add.
+in alternating order, over keep-alive httpx clients, after :data:`WARM_UP` requests not
+counted; non-streaming: the whole request's wall time; streaming: the time to the first byte of
+the answer (time to first token). The added time is the per-round difference (proxy minus
+direct), so both sides meet the same machine load. Beside them, the in-process injection's own
+p50/p95 (:meth:`MemoryEngine.turn` on a question of the same shape, in a session of its own,
+the same turn position): the floor of what the proxy can add, timed in every round right after
+its two requests (and warmed up with them), so that it too meets the machine's load of that
+moment; and, for comparison, the same floor timed back to back before the proxy starts
+(``inject_back_to_back_ms``: warm caches, no other work between, lower than the proxy's
+conditions; this bench's floor until 2026-11-28).
 """
 
 from __future__ import annotations
@@ -87,13 +92,18 @@ def run(
     ``delay_ms``: the fake's pause between SSE events. Returns the figures in milliseconds."""
     for text in corpus():
         engine.add(text)
-    inject_ms = []
-    for i, question in enumerate(
-        questions(requests, "floor")
-    ):  # the in-process floor, a session of its own
+    inject_ms: list[float] = []
+
+    def floor(session: str, question: str, position: int) -> float:
+        """The in-process injection of one turn, in milliseconds."""
         started = time.perf_counter()
-        engine.turn(f"floor-{i // turns}", question, kept=False, position=i % turns + 1)
-        inject_ms.append((time.perf_counter() - started) * 1000.0)
+        engine.turn(session, question, kept=False, position=position)
+        return (time.perf_counter() - started) * 1000.0
+
+    back_to_back = [
+        floor(f"floor-burst-{i // turns}", question, i % turns + 1)
+        for i, question in enumerate(questions(requests, "floor burst"))
+    ]
     up_port, proxy_port = _free_port(), _free_port()
     up_url, proxy_url = f"http://127.0.0.1:{up_port}", f"http://127.0.0.1:{proxy_port}"
     env = dict(os.environ)
@@ -118,11 +128,14 @@ def run(
             }
             for url in (direct_url, via_url):
                 _timed(client, url, {**body, "stream": bool(i % 2)}, bool(i % 2))
+            floor("floor-warm-up", question, i + 1)
         figures = {}
         for stream in (False, True):
             direct, via, added = [], [], []
             history: list[dict[str, str]] = []
-            for i, question in enumerate(questions(requests, "sse" if stream else "json")):
+            mode = "sse" if stream else "json"
+            asked = questions(requests, "floor " + mode)
+            for i, question in enumerate(questions(requests, mode)):
                 if i % turns == 0:
                     history = []
                 history.append({"role": "user", "content": question})
@@ -133,6 +146,7 @@ def run(
                 direct.append(pair[0])
                 via.append(pair[1])
                 added.append(pair[1] - pair[0])
+                inject_ms.append(floor(f"floor-{mode}-{i // turns}", asked[i], i % turns + 1))
                 history.append({"role": "assistant", "content": f"reply {i}"})
             figures["stream" if stream else "json"] = {
                 "direct_ms": _ms(direct), "proxy_ms": _ms(via), "added_ms": _ms(added)
@@ -150,6 +164,7 @@ def run(
         "memories": engine.count(),
         "embedder": engine.model_name,
         "inject_ms": _ms(inject_ms),
+        "inject_back_to_back_ms": _ms(back_to_back),
         "non_streaming": figures["json"],
         "streaming_first_byte": figures["stream"],
     }
