@@ -232,6 +232,21 @@ def test_query_is_memlanes_hybrid_search_in_the_scope(engine: MemoryEngine, chat
     assert ids == {m.id for m in engine.list(owner="alice", project=PROJECT)}
 
 
+@pytest.mark.parametrize("limit", [0, -1, 2.5, True])
+def test_a_bad_search_limit_is_refused_naming_it(
+    engine: MemoryEngine, chat: Chat, limit: Any
+) -> None:
+    with pytest.raises(ValueError, match=r"MemlaneMemory\(limit=.*at least 1"):
+        MemlaneMemory(engine, session="s", limit=limit)
+    with pytest.raises(ValueError, match=r"MemlaneMemory\.query\(limit=.*at least 1"):
+        chat.loop.run(chat.memory.query("deploy", limit=limit))
+
+
+def test_a_session_is_required() -> None:
+    with pytest.raises(ValueError, match=r"MemlaneMemory needs session="):
+        MemlaneMemory("http://127.0.0.1:9", session="")
+
+
 def test_clear_forgets_the_scopes_memories_only(engine: MemoryEngine, chat: Chat) -> None:
     """``clear`` forgets the project's memories of Alice; her global ones, her other
     project's and Bob's stay."""

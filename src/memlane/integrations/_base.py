@@ -45,6 +45,7 @@ __all__ = [
     "named",
     "remember_reply",
     "require",
+    "search_limit",
     "session_of",
 ]
 
@@ -76,6 +77,21 @@ def require(dist: str, low: str, high: str, extra: str) -> str:
             f"{fix}"
         )
     return found
+
+
+def search_limit(limit: object, where: str, reader: str) -> int:
+    """``limit`` (how many hits an adapter's search returns) when it is a whole number >= 1.
+
+    Raises:
+        ValueError: it is not; the message names ``where`` (the adapter's class or call) and
+            ``reader`` (the call that returns that many hits).
+    """
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+        raise ValueError(
+            f"memlane: {where}(limit={limit!r}): limit is how many search hits {reader} "
+            "returns; give a whole number of at least 1 (default 10)"
+        )
+    return limit
 
 
 def find_session(*sources: object) -> str | None:

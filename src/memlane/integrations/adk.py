@@ -29,7 +29,13 @@ import asyncio
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from memlane.integrations._base import REMEMBER_DOC, Door, UnsupportedFramework, require
+from memlane.integrations._base import (
+    REMEMBER_DOC,
+    Door,
+    UnsupportedFramework,
+    require,
+    search_limit,
+)
 
 VERSION = require("google-adk", "2.0", "3", "adk")
 
@@ -110,16 +116,11 @@ class MemlaneMemoryService(BaseMemoryService):  # type: ignore[misc]
         limit: int = 10,
         token: str | None = None,
     ) -> None:
-        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
-            raise ValueError(
-                f"memlane: MemlaneMemoryService(limit={limit!r}): limit is how many search hits "
-                "search_memory returns; give a whole number of at least 1 (default 10)"
-            )
+        self.limit = search_limit(limit, "MemlaneMemoryService", "search_memory")
         self.door = Door(
             memory, owner=owner, project=project, agent=agent, session=None, token=token,
             source="adk", hint="run the agent with an ADK Runner (its session has an id)",
         )  # fmt: skip
-        self.limit = limit
 
     def tool(self) -> MemlaneTool:
         """The per-step injection tool (put it in the agent's ``tools``)."""

@@ -36,7 +36,13 @@ import json
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from memlane.integrations._base import REMEMBER_DOC, Door, UnsupportedFramework, require
+from memlane.integrations._base import (
+    REMEMBER_DOC,
+    Door,
+    UnsupportedFramework,
+    require,
+    search_limit,
+)
 
 VERSION = require("autogen-core", "0.4", "0.8", "autogen")
 require("autogen-agentchat", "0.4", "0.8", "autogen")
@@ -108,7 +114,8 @@ class MemlaneMemory(Memory):  # type: ignore[misc]
         token: ``memlane serve``'s bearer token (with a URL).
 
     Raises:
-        ValueError: ``session`` is empty; (on ``add``) a content that is not text.
+        ValueError: ``session`` is empty; ``limit`` (here or ``query``'s) is not a whole number
+            >= 1; (on ``add``) a content that is not text.
     """
 
     component_provider_override = "memlane.integrations.autogen.MemlaneMemory"
@@ -133,7 +140,7 @@ class MemlaneMemory(Memory):  # type: ignore[misc]
             memory, owner=owner, project=project, agent=agent, session=session, token=token,
             source="autogen", hint="pass session= to MemlaneMemory", kept=True,
         )  # fmt: skip
-        self.limit = limit
+        self.limit = search_limit(limit, "MemlaneMemory", "query")
         self.name = name
         #: The blocks this memory added, each with its memories' ids (to tell the turn model
         #: which memories the model context still holds).
@@ -171,7 +178,7 @@ class MemlaneMemory(Memory):  # type: ignore[misc]
         first, its metadata the memory's ``id``, ``project``, ``type`` and the hit's ``score``.
         ``limit=`` overrides the memory's."""
         text = query if isinstance(query, str) else _text(query)
-        limit = int(kwargs.get("limit", self.limit))
+        limit = search_limit(kwargs.get("limit", self.limit), "MemlaneMemory.query", "query")
         hits = await self.door.memory.asearch(text, scope=self.door.scope, limit=limit)
         return MemoryQueryResult(results=[_content(hit) for hit in hits])
 
