@@ -4,8 +4,9 @@ tests/test_fw_venvs.py): a real ``Crew`` (and a standalone ``Agent``) with a too
 (tests/fw_support.py), memlane's ``before_llm_call`` hook editing the run's messages in place.
 
 CrewAI's telemetry and tracing are switched off by their variables before it is imported, and
-every socket this process connects is checked to be on 127.0.0.1 (no phone home; the machine has
-no internet). The crews run with CrewAI's own memory off (it needs an embedding provider).
+every host this process looks up and every socket it connects is checked to be loopback (no
+phone home; the machine has no internet). With the telemetry variables unset, the check fails:
+CrewAI 1.15 looks up telemetry.crewai.com during a kickoff. The crews run with CrewAI's own memory off (it needs an embedding provider).
 """
 
 from __future__ import annotations
@@ -29,14 +30,17 @@ os.environ.update(
     CREWAI_STORAGE_DIR=tempfile.mkdtemp(prefix="memlane-crewai-"),
 )
 
-#: Every address this process connected a socket to (an audit hook: CrewAI's telemetry would
-#: connect to its collector).
+#: Every host this process looked up and every address it connected a socket to (an audit
+#: hook). With its telemetry on, CrewAI 1.15 looks up telemetry.crewai.com during a kickoff.
 CONNECTED: list[Any] = []
+LOOPBACK = ("127.0.0.1", "localhost")
 
 
 def _audit(event: str, args: tuple[Any, ...]) -> None:
-    if event == "socket.connect":
-        CONNECTED.append(args[1])
+    if event == "socket.connect" and isinstance(args[1], tuple):
+        CONNECTED.append(args[1][0])
+    elif event == "socket.getaddrinfo":
+        CONNECTED.append(args[0])
 
 
 sys.addaudithook(_audit)
@@ -96,8 +100,8 @@ def _only_loopback() -> Iterator[None]:
     """No test connects anywhere but 127.0.0.1 (the fake model): CrewAI does not phone home."""
     before = len(CONNECTED)
     yield
-    away = [a for a in CONNECTED[before:] if not (isinstance(a, tuple) and a[0] == "127.0.0.1")]
-    assert not away, f"CrewAI connected outside the machine: {away}"
+    away = [host for host in CONNECTED[before:] if host not in LOOPBACK]
+    assert not away, f"CrewAI reached outside the machine: {away}"
 
 
 @tool(TOOL)
