@@ -24,7 +24,7 @@ from memlane.integrations._base import (
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 #: The frameworks' top-level modules (none may load with ``import memlane``).
-FRAMEWORK_MODULES = ("langchain", "langgraph", "pydantic_ai", "agents", "llama_index")
+FRAMEWORK_MODULES = ("langchain", "langgraph", "pydantic_ai", "agents", "llama_index", "crewai")
 
 
 def test_importing_memlane_and_its_integrations_package_loads_no_framework() -> None:
@@ -67,6 +67,37 @@ def test_scope_takes_the_run_context_over_the_adapter_and_never_makes_an_owner()
     assert base.of({}) == Scope(None, "p", None)  # memlane's own scope rule decides
     assert find_session({"thread_id": "t"}, "fallback") == "t"
     assert find_session({}, None) is None
+
+
+def test_a_doors_run_key_names_its_turns_instead_of_the_position(tmp_path: Path) -> None:
+    """``Door.text(key=...)`` (CrewAI: every run rebuilds its messages, so every user message is
+    at position 1): each run is its own turn and a later call of a run a repeat (the same
+    text); by position alone the second run would read as a shrunk history and reset the
+    session (one turn record left)."""
+    from fw_support import DEPLOY, PROJECT, TABS, TURNS, open_engine
+    from memlane.integrations._base import Door
+
+    engine = open_engine(tmp_path)
+    try:
+        door = Door(
+            engine, owner="alice", project=PROJECT, agent=None, session=None, token=None,
+            source="t", hint="h",
+        )  # fmt: skip
+
+        def text(session: str, message: str, key: str | None) -> str | None:
+            return door.text([("user", message)], session=session, context=None, key=key)
+
+        first = text("keyed", TURNS[0], "run-1")
+        assert first is not None and DEPLOY in first and TABS not in first
+        assert text("keyed", TURNS[0], "run-1") == first  # the tool loop's later call
+        second = text("keyed", TURNS[1], "run-2")
+        assert second is not None and second.count(DEPLOY) == 1 and second.count(TABS) == 1
+        assert len(engine.store.session_turns("alice", "keyed")) == 2
+        text("by-position", TURNS[0], None)
+        text("by-position", TURNS[1], None)
+        assert len(engine.store.session_turns("alice", "by-position")) == 1  # reset
+    finally:
+        engine.close()
 
 
 #: Each adapter module, its distribution, a version without its seam, the framework's module.
