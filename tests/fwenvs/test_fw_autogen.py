@@ -256,12 +256,17 @@ def test_clear_forgets_the_scopes_memories_only(engine: MemoryEngine, chat: Chat
     assert [m.content for m in engine.list(owner="bob")] == [BOBS]
 
 
-def test_an_autogen_outside_the_range_is_refused_naming_the_extra(tmp_path: Path) -> None:
-    """An AutoGen 0.2 (``autogen_core`` did not exist; no ``Memory`` seam) or a future 0.8:
+@pytest.mark.parametrize("version", ["0.4.2", "0.8.0"])
+def test_an_autogen_outside_the_range_is_refused_naming_the_extra(
+    tmp_path: Path, version: str
+) -> None:
+    """autogen-core 0.4.2 (before ``autogen_core.memory``, new in 0.4.3) or a future 0.8:
     importing the adapter raises UnsupportedFramework naming the version, range and extra."""
-    fake = tmp_path / "autogen_core-0.8.0.dist-info"
+    fake = tmp_path / f"autogen_core-{version}.dist-info"
     fake.mkdir()
-    (fake / "METADATA").write_text("Metadata-Version: 2.1\nName: autogen-core\nVersion: 0.8.0\n")
+    (fake / "METADATA").write_text(
+        f"Metadata-Version: 2.1\nName: autogen-core\nVersion: {version}\n"
+    )
     code = (
         "import sys; sys.path.insert(0, sys.argv[1])\n"
         "from memlane.integrations.autogen import MemlaneMemory\n"
@@ -272,9 +277,9 @@ def test_an_autogen_outside_the_range_is_refused_naming_the_extra(tmp_path: Path
     assert done.returncode == 1
     last = done.stderr.strip().splitlines()[-1]
     assert last == (
-        "memlane.integrations._base.UnsupportedFramework: autogen-core 0.8.0 is not supported: "
-        "memlane's adapter needs autogen-core >=0.4,<0.8; pip install 'memlane[autogen]' "
-        "(supported: autogen-core >=0.4,<0.8)"
+        f"memlane.integrations._base.UnsupportedFramework: autogen-core {version} is not "
+        "supported: memlane's adapter needs autogen-core >=0.4.3,<0.8; pip install "
+        "'memlane[autogen]' (supported: autogen-core >=0.4.3,<0.8)"
     ), last
     assert importlib.metadata.version("autogen-core") == "0.7.5"
 

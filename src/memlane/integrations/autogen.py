@@ -25,8 +25,9 @@ Ids (docs/frameworks.md): AutoGen's memory sees no session nor user id, so the s
 project and agent are the memory's own (``owner=None`` leaves it to memlane's scope rule). One
 ``MemlaneMemory`` per conversation (an agent's model context is one conversation).
 
-Supported: autogen-agentchat / autogen-core >=0.4,<0.8 (``Memory.update_context`` on a
-``ChatCompletionContext``, the memory seam since 0.4; tested with 0.7.5).
+Supported: autogen-agentchat / autogen-core >=0.4.3,<0.8 (``Memory.update_context`` on a
+``ChatCompletionContext`` and ``AssistantAgent(memory=...)``, both new in 0.4.3; tested with
+0.7.5).
 """
 
 from __future__ import annotations
@@ -44,8 +45,8 @@ from memlane.integrations._base import (
     search_limit,
 )
 
-VERSION = require("autogen-core", "0.4", "0.8", "autogen")
-require("autogen-agentchat", "0.4", "0.8", "autogen")
+VERSION = require("autogen-core", "0.4.3", "0.8", "autogen")
+require("autogen-agentchat", "0.4.3", "0.8", "autogen")
 
 try:
     from autogen_core import CancellationToken
@@ -62,7 +63,7 @@ try:
 except ImportError as missing:  # pragma: no cover - a 0.4-0.7 without the seam
     raise UnsupportedFramework(
         f"autogen-core {VERSION} lacks {missing.name}: memlane's adapter needs autogen-core "
-        ">=0.4,<0.8; pip install 'memlane[autogen]'"
+        ">=0.4.3,<0.8; pip install 'memlane[autogen]'"
     ) from missing
 
 __all__ = ["MemlaneMemory"]
