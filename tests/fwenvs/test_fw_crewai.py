@@ -11,6 +11,7 @@ CrewAI 1.15 looks up telemetry.crewai.com during a kickoff. The crews run with C
 
 from __future__ import annotations
 
+import asyncio
 import os
 import sys
 import tempfile
@@ -168,6 +169,21 @@ def test_each_model_call_of_a_turn_holds_its_memories_once(model: FakeModel, cha
     # The edit is in the executor's own list (kept for the run), once.
     kept = "\n".join(str(m.get("content")) for m in chat.agent.agent_executor.messages)
     assert kept.count(DEPLOY) == 1
+
+
+def test_the_async_kickoff_gets_the_same(model: FakeModel, engine: MemoryEngine) -> None:
+    """``Crew.kickoff_async``: the hook runs in CrewAI's worker threads, the same turns."""
+    chat = Chat(model, engine)
+    try:
+        with asyncio.Runner() as loop:
+            run_scenario(
+                model,
+                lambda text: loop.run(
+                    chat.crew.kickoff_async(inputs={"question": text, **chat.inputs})
+                ),
+            )
+    finally:
+        chat.close()
 
 
 def test_a_standalone_agent_kickoff_gets_the_same(model: FakeModel, engine: MemoryEngine) -> None:
