@@ -224,6 +224,27 @@ def test_a_conversation_passed_back_to_agent_kickoff_holds_each_memory_once(
         hooks.unregister()
 
 
+def test_an_agent_without_a_system_prompt_gets_a_system_message(
+    model: FakeModel, engine: MemoryEngine
+) -> None:
+    """``use_system_prompt=False``: the run's messages start with the user's; the hook puts the
+    text in a system message of its own before it, once per run."""
+    hooks = MemlaneHooks(engine, owner="alice", project=PROJECT, session="plain").register()
+    try:
+        agent = Agent(
+            role="a", goal="g", backstory="b", llm=llm(model), tools=[lookup],
+            use_system_prompt=False,
+        )  # fmt: skip
+        seen = run_scenario(model, agent.kickoff)
+        for requests in seen:
+            for body in requests:
+                roles = [m["role"] for m in body["messages"]]
+                assert roles[:2] == ["system", "user"] and roles.count("system") == 1, roles
+                assert body["messages"][0]["content"].startswith(INJECTION_BLOCK_PREFIX)
+    finally:
+        hooks.unregister()
+
+
 def test_owner_comes_from_the_kickoff_inputs(model: FakeModel, engine: MemoryEngine) -> None:
     bob = Chat(model, engine, user="bob")
     try:

@@ -160,9 +160,9 @@ class MemlaneHooks:
     # ------------------------------------------------------------------ the hooks
     def _session(self, crew: Any, agent: Any) -> str | None:
         found = find_session(_inputs(crew) or {}, self.door.session)
-        for owner in (crew, agent):
-            if found is None and getattr(owner, "id", None) is not None:
-                found = str(owner.id)
+        for holder in (crew, agent):  # a kickoff naming none: the crew's (the agent's) id
+            if found is None and getattr(holder, "id", None) is not None:
+                found = str(holder.id)
         return found
 
     def _key(self, executor: Any, messages: list[Any]) -> str:
