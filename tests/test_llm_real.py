@@ -251,3 +251,95 @@ def test_learned_memories_are_the_models(tmp_path: Path, real_llm: Callable[...,
         assert results and all(r.memory.owner == "alice" for r in results)
         assert engine.count("alice") >= 1
     answered(llm, "learn")
+
+
+def _locomo_dev() -> Path:
+    """LoCoMo's dev conversations, read where they lie (never copied into the repository):
+    ``MEMLANE_LOCOMO`` when set, else ``shared/data/locomo/locomo_dev.json`` beside the project
+    root (or beside the folder holding a worktree)."""
+    if os.environ.get("MEMLANE_LOCOMO"):
+        return Path(os.environ["MEMLANE_LOCOMO"])
+    root = Path(__file__).resolve().parents[1]
+    for base in (root.parent, root.parent.parent):
+        found = base / "shared" / "data" / "locomo" / "locomo_dev.json"
+        if found.exists():
+            return found
+    pytest.fail(
+        "LoCoMo dev data not found: set MEMLANE_LOCOMO to locomo_dev.json "
+        "(../shared/data/locomo/locomo_dev.json from the project root)"
+    )
+
+
+def locomo_sessions(count: int, per_conversation: int = 3) -> list[tuple[str, int, list[dict]]]:
+    """``count`` LoCoMo sessions as chats: the first ``per_conversation`` sessions of each dev
+    conversation in file order, as ``(sample_id, session number, messages)``; speaker A's turns
+    are the user's, speaker B's the assistant's, each prefixed by the speaker's name."""
+    out: list[tuple[str, int, list[dict]]] = []
+    for conv in json.loads(_locomo_dev().read_text()):
+        talk = conv["conversation"]
+        a = talk["speaker_a"]
+        for n in range(1, per_conversation + 1):
+            turns = talk.get(f"session_{n}") or []
+            chat = [
+                {
+                    "role": "user" if t["speaker"] == a else "assistant",
+                    "content": f"{t['speaker']}: {t['text']}",
+                }
+                for t in turns
+            ]
+            if chat:
+                out.append((conv["sample_id"], n, chat))
+    assert len(out) >= count, f"only {len(out)} sessions in the LoCoMo dev file"
+    return out[:count]
+
+
+def test_learn_survives_a_small_model_over_20_locomo_sessions(
+    tmp_path: Path, real_llm: Callable[..., ChatLLM]
+) -> None:
+    """Issue #37: ``learn`` with SmolLM2-135M over 20 LoCoMo sessions; >= 95 % of the calls end
+    without an error, i.e. with memories offered to the store or with an explicit "nothing to
+    learn" (the model's answer, first or retried, an empty list). A call that raised, or whose
+    every answer (first and retry) was unusable, counts as an error."""
+    llm = real_llm()
+    sessions = locomo_sessions(20)
+    outcomes: dict[str, int] = {"memories": 0, "nothing to learn": 0, "unusable": 0, "raised": 0}
+    offered = 0
+    stored: dict[str, int] = {}
+    with engine_on(tmp_path, llm) as engine:
+        for sample, n, chat in sessions:
+            before = dict(llm.stats.by_kind.get("learn", {"calls": 0, "failures": 0}))
+            start = time.monotonic()
+            try:
+                results = engine.learn(chat, owner=sample, session=f"{sample}-s{n}")
+            except Exception as exc:  # counted, then reported
+                outcome, results = "raised", []
+                detail = f"{type(exc).__name__}: {exc}"
+            else:
+                after = llm.stats.by_kind["learn"]
+                calls = after["calls"] - before["calls"]
+                failed = after["failures"] - before["failures"]
+                if results:
+                    outcome = "memories"
+                elif failed >= calls:
+                    outcome = "unusable"
+                else:
+                    outcome = "nothing to learn"
+                detail = f"{calls} model call(s), {failed} unusable"
+            outcomes[outcome] += 1
+            offered += len(results)
+            print(
+                f"\nlearn {sample} session {n} ({len(chat)} messages, "
+                f"{time.monotonic() - start:.1f} s): {outcome}; {detail}; "
+                f"{[(r.decision.value, r.memory.content[:60]) for r in results]}"
+            )
+        for sample in sorted({s for s, _, _ in sessions}):
+            stored[sample] = engine.count(sample)
+    ok = outcomes["memories"] + outcomes["nothing to learn"]
+    share = ok / len(sessions)
+    print(
+        f"\nlearn over {len(sessions)} LoCoMo sessions with SmolLM2-135M: {ok}/{len(sessions)} "
+        f"({share:.0%}) without an error; outcomes {outcomes}; {offered} memories offered, "
+        f"{sum(stored.values())} stored ({stored}); llm stats {json.dumps(llm.stats.as_dict())}"
+    )
+    assert share >= 0.95, f"only {ok} of {len(sessions)} learn calls ended without an error"
+    assert sum(stored.values()) >= 1, "no memory was stored from 20 sessions"
