@@ -65,8 +65,15 @@ test: lint typecheck unit
 # load 8.7-18): `make install` 205 s, then this target 60 min: 57 min to download and compile
 # llama-cpp-python, 133 s for the tests (4 passed). 24-26 s for the libraries on 16 idle cores.
 # (docs/dedup.md, "A real model"). Editable install: the checkout stays what .venv runs.
+# A portable AVX2 build without AMX (LLAMA_CMAKE): on a CPU with AMX (the Intel Xeon this machine
+# ran on, 28 Nov) the native build's AMX matrix multiply (ggml_backend_amx_mul_mat) segfaults at
+# the first decode: issue #27's crash, docs/dedup.md "If llama.cpp crashes". Built that way here
+# (pip wheel, one core, nice 19, load 7-9): 26 min.
+LLAMA_CMAKE := -DLLAVA_BUILD=OFF -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON \
+	-DGGML_F16C=ON -DGGML_BMI2=ON -DGGML_AVX512=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF \
+	-DGGML_AMX_BF16=OFF
 test-llm: $(STAMP)
-	CMAKE_ARGS="-DLLAVA_BUILD=OFF $(CMAKE_ARGS)" $(BIN)/pip install -q -e '.[llm-real]'
+	CMAKE_ARGS="$(LLAMA_CMAKE) $(CMAKE_ARGS)" $(BIN)/pip install -q -e '.[llm-real]'
 	$(BIN)/python -c "import llama_cpp as l; print('llama-cpp-python', l.__version__, l.llama_print_system_info().decode())"
 	MEMLANE_TEST_LLM=1 $(BIN)/pytest -q -s -p no:cacheprovider tests/test_llm_real.py
 
