@@ -12,7 +12,9 @@ CrewAI 1.15 looks up telemetry.crewai.com during a kickoff. The crews run with C
 from __future__ import annotations
 
 import asyncio
+import atexit
 import os
+import shutil
 import sys
 import tempfile
 import warnings
@@ -23,12 +25,15 @@ from typing import Any
 
 import pytest
 
+#: Where CrewAI keeps its own files (task outputs), removed when the run ends.
+STORAGE = tempfile.mkdtemp(prefix="memlane-crewai-")
+atexit.register(shutil.rmtree, STORAGE, ignore_errors=True)
 os.environ.update(
     CREWAI_DISABLE_TELEMETRY="true",
     CREWAI_DISABLE_TRACKING="true",
     OTEL_SDK_DISABLED="true",
     CREWAI_TRACING_ENABLED="false",
-    CREWAI_STORAGE_DIR=tempfile.mkdtemp(prefix="memlane-crewai-"),
+    CREWAI_STORAGE_DIR=STORAGE,
 )
 
 #: Every host this process looked up and every address it connected a socket to (an audit
