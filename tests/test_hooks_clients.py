@@ -149,3 +149,64 @@ def test_opencode_remembered_outputs_leave_those_memories_out(
     other = run_hook(env, "UserPromptSubmit", {**payload, "session_id": "o-2",
                      "memlane_remembered": []}, "--client", "opencode")  # fmt: skip
     assert "Ubuntu 24.04" in str(other.context())
+
+
+def _prompt(client: str, session: str, cwd: Path, text: str, n: int) -> tuple[str, dict[str, Any]]:
+    """``(event, payload)`` of one typed prompt as ``client`` sends it (``n``: its index)."""
+    if client == "copilot":
+        return "userPromptSubmitted", {"sessionId": session, "timestamp": n, "cwd": str(cwd),
+                                       "prompt": text}  # fmt: skip
+    event = "BeforeAgent" if client == "gemini" else "UserPromptSubmit"
+    payload = {"session_id": session, "cwd": str(cwd), "hook_event_name": event, "prompt": text}
+    if client == "opencode":
+        payload["message_id"] = f"msg_{n:04d}"
+    return event, payload
+
+
+def _context(stdout: str) -> str:
+    """The block a hook printed, from either output shape ("" when nothing)."""
+    if not stdout:
+        return ""
+    printed = json.loads(stdout)
+    return str(
+        printed.get("additionalContext") or printed["hookSpecificOutput"]["additionalContext"]
+    )
+
+
+@pytest.mark.parametrize("client", ["claude-code", "gemini", "copilot", "opencode"])
+def test_a_kept_block_is_never_injected_again_past_the_window(
+    sqlite_backend: Backend, tmp_path: Path, client: str
+) -> None:
+    """Every client's prompt is one turn of the turn model with ``kept=True``: its client keeps
+    the block in its history, so past the no-repeat window (depth 2 here; 10 by default, when
+    Copilot CLI and OpenCode held the memory twice at the 11th prompt) it is not injected
+    again; after a compaction it comes back once. OpenCode's plugin sends the message id: the
+    same message seen twice is one turn (printed once). Fails before (these four clients
+    called inject): the 3rd prompt printed the database memory again."""
+    env = {**hook_env(sqlite_backend), "MEMLANE_INJECTION__CONTEXT_WINDOW_DEPTH": "2"}
+    engine = sqlite_backend.engine()
+    engine.add("The staging database is PostgreSQL 16", owner="alice")
+    engine.close()
+    asks = ["Which database does staging use?", "What is the weather like on Mars today?",
+            "Which database version does staging run?", "Is the staging database PostgreSQL?"]  # fmt: skip
+    blocks = []
+    for n, ask in enumerate(asks):
+        event, payload = _prompt(client, f"k-{client}", tmp_path, ask, n)
+        done = run_hook(env, event, payload, "--client", client)
+        assert done.returncode == 0, done.stderr
+        blocks.append(_context(done.stdout))
+        if client == "opencode" and n == 0:  # the plugin's call again for the same message
+            twice = run_hook(env, event, payload, "--client", client)
+            assert twice.returncode == 0 and twice.stdout == ""
+    assert "PostgreSQL 16" in blocks[0]
+    assert [b for b in blocks[1:] if "PostgreSQL 16" in b] == []
+    compact = "preCompact" if client == "copilot" else "PreCompact"
+    if client == "gemini":  # Gemini CLI: /clear (its compression is followed by BeforeModel)
+        reset = {"session_id": f"k-{client}", "cwd": str(tmp_path), "source": "clear"}
+        assert run_hook(env, "SessionStart", reset, "--client", client).returncode == 0
+    else:
+        key = "sessionId" if client == "copilot" else "session_id"
+        reset = {key: f"k-{client}", "cwd": str(tmp_path)}
+        assert run_hook(env, compact, reset, "--client", client).returncode == 0
+    event, payload = _prompt(client, f"k-{client}", tmp_path, asks[0], 9)
+    assert "PostgreSQL 16" in _context(run_hook(env, event, payload, "--client", client).stdout)
