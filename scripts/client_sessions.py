@@ -9,8 +9,9 @@ Claude Code: ``claude -p`` with ``--input-format stream-json`` (one process for 
 half), ``/compact``, then the second half resumed. Gemini CLI: ``gemini -p`` per turn
 (``--resume latest``), ``/compress`` in the middle. Codex: ``codex exec [resume --last]``, its
 own compaction in the middle (the answer before it reports a full window). Qwen Code: ``qwen
-[--continue]``, ``/compress`` in the middle. Copilot CLI (``copilot -p [--continue]``) and
-OpenCode (``opencode run [--continue]``): no compaction (not driven: docs/integrations.md).
+[--continue]``, ``/compress`` in the middle. Copilot CLI (``copilot -p [--continue]``):
+``/compact`` in the middle. OpenCode (``opencode run [--continue]``): its own compaction in the
+middle (a reply reporting more tokens than the model's context).
 memlane's hooks are installed as a user
 would (``memlane hooks install``) in a temporary HOME and memlane home; two memories are
 added with ``memlane add`` (no owner).
@@ -27,6 +28,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 import client_support as cs
+from memlane.eval.fake_openai import SUMMARY
 
 MEMORIES = {
     "DB": "The staging database is PostgreSQL 16 with pgvector, listening on port 5433",
@@ -126,22 +128,38 @@ def copilot(lab: cs.ClientLab, turns: int) -> str:
     repo = cs.make_repo(lab.root / "copilot-repo", "git@github.com:acme/shop.git")
     lab.install("copilot")
     contents, names = add_memories(lab)
-    for n, ask in enumerate(prompts(turns)):
+    asks = prompts(turns)
+    half = len(asks) // 2
+    for n, ask in enumerate(asks):
+        if n == half:  # the slash command in prompt mode: preCompact, then the summary
+            cs.copilot_once(lab, repo, "/compact", resume=True)
         cs.copilot_once(lab, repo, ask, resume=n > 0)
-    title = f"Copilot CLI {cs.COPILOT_CLI}: {turns} turns (no compaction)"
-    return cs.table(title, _client_rows(lab, contents), names)
+    title = f"Copilot CLI {cs.COPILOT_CLI}: {half} turns, /compact, {len(asks) - half} turns"
+    return cs.table(title, cs.rows(lab.fake, contents), names)  # its summary request marked
 
 
 def opencode(lab: cs.ClientLab, turns: int) -> str:
     repo = cs.make_repo(lab.root / "opencode-repo", "git@github.com:acme/shop.git")
-    cs.opencode_config(lab)
+    cs.opencode_config(lab, limit={"context": 20000, "output": 1000})
     lab.install("opencode")
     contents, names = add_memories(lab)
-    for n, ask in enumerate(prompts(turns)):
+    asks = prompts(turns)
+    half = len(asks) // 2
+    for n, ask in enumerate(asks):
+        if n == half - 1:  # this reply overflows the context: OpenCode compacts after it
+            lab.fake.big_usage_next = 50_000
         cs.opencode_run(lab, repo, ask, resume=n > 0)
-    rows = _client_rows(lab, contents, "Generate a title")  # its title requests: marked
-    title = f"OpenCode {cs.OPENCODE}: {turns} turns (no compaction; (summary) = title request)"
-    return cs.table(title, rows, names)
+    requests = lab.fake.model_requests()
+    titled = {n for n, r in enumerate(requests, 1) if "Generate a title" in str(r.body)[:4000]}
+    found = [r for r in cs.rows(lab.fake, contents) if r.n not in titled]
+    summarised = [n for n, r in enumerate(requests, 1) if SUMMARY in cs.request_text(r.body)]
+    for row in found:  # the compaction's own request: the one before the summary appears
+        row.summary = bool(summarised) and row.n == summarised[0] - 1
+    title = (
+        f"OpenCode {cs.OPENCODE}: {half} turns, its compaction (a reply over the model's "
+        f"context), {len(asks) - half} turns; its title requests left out"
+    )
+    return cs.table(title, found, names)
 
 
 NEW_CLIENTS = {"codex": (codex, "responses"), "qwen": (qwen, "chat"),

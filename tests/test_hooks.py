@@ -77,8 +77,17 @@ def test_prompt_injects_exact_json_then_not_again(
     assert first.stdout == json.dumps(expected, ensure_ascii=False) + "\n"
     db_id = seeded.search(DB, owner=OWNER)[0].memory.id
     assert injected(seeded, "s1") == {db_id: 1}
-    again = run_hook(env, "UserPromptSubmit", payload)  # within the window: not repeated
+    # the same prompt again right after (Claude Code sends no turn id): the same turn, a
+    # retry: nothing printed (its block is in the history) and nothing recorded
+    again = run_hook(env, "UserPromptSubmit", payload)
     assert (again.returncode, again.stdout) == (0, "")
+    assert seeded.session("s1", owner=OWNER).turn == 1
+    # another prompt: a new turn, the memory still in the history, so not printed again
+    other = claude_payload("UserPromptSubmit", "s1", tmp_path, prompt=f"{ASK} And its port?")
+    assert (run_hook(env, "UserPromptSubmit", other).stdout, injected(seeded, "s1")) == (
+        "",
+        {db_id: 1},
+    )
     assert seeded.session("s1", owner=OWNER).turn == 2
 
 
