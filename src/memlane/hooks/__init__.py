@@ -10,5 +10,8 @@
   the Claude Code plugin.
 
 The hook's fast path (server running) imports only the standard library and these modules:
-no Typer, no engine, no numpy (``tests/test_hooks.py`` checks it in a fresh interpreter).
+no Typer, no engine, no numpy, and not even :mod:`json`, :mod:`re`, :mod:`socket` or
+:mod:`threading` (:mod:`memlane._fastjson`, :mod:`_socket` and :mod:`_thread` do their work
+without the milliseconds of imports behind them). ``tests/test_hooks_light.py`` checks it in
+a fresh interpreter.
 """
