@@ -105,11 +105,14 @@ def test_scripted_30_turn_session(
             event("SessionStart", turn, source="compact")
         if turn == RESUME_BEFORE:
             event("SessionStart", turn, source="resume")
+        # the topic of the turn before asked in other words (the same words right after are
+        # the same turn to the turn model: a retry, nothing recorded)
+        again = turn > 1 and SCRIPT[turn - 2] == topic
+        prompt = f"{PROMPTS[topic]} Again, please." if again else PROMPTS[topic]
         done = run_hook(
-            env,
-            "UserPromptSubmit",
-            claude_payload("UserPromptSubmit", session, tmp_path, prompt=PROMPTS[topic]),
-        )
+            env, "UserPromptSubmit", claude_payload("UserPromptSubmit", session, tmp_path,
+                                                    prompt=prompt)
+        )  # fmt: skip
         assert done.returncode == 0 and done.stderr == ""
         context = done.context()
         shown = context.splitlines()[2:] if context else []
