@@ -76,7 +76,8 @@ class Sessions:
         - A memory shown within the window whose line is not in ``text`` was compressed away:
           it is returned in ``missing`` (the caller adds it to this request, which the client
           does not keep in its history, so every later request of the window lacks it and
-          gets it again; once the window has passed, the next prompt may inject it again).
+          gets it again; the hooks' turns are ``kept=True``, whose window does not end before
+          a reset: :func:`memlane.injection.turn.held_over`).
           Nothing is written for it: the window still says the model has it.
         - A tracked memory whose line is in ``text`` is still in the model's context: at the
           last turn of its window (``context_window_depth`` of ``agent``'s settings) it is
