@@ -220,6 +220,8 @@ def test_a_memory_the_session_remembered_through_mcp_is_not_injected_back(
     summary = {"type": "user", "isCompactSummary": True,
                "message": {"role": "user", "content": "Summary: the user set up staging."}}  # fmt: skip
     write_jsonl(transcript, [*remember_turns(mid), boundary, summary])
+    compact = claude_payload("PreCompact", "c1", tmp_path, trigger="manual")
+    assert run_hook(env, "PreCompact", compact).returncode == 0  # as Claude Code sends it
     assert DB in injected(env, ask, "UserPromptSubmit")
 
 
