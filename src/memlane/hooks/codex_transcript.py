@@ -12,7 +12,7 @@ compaction: the model's view starts again there.
 from __future__ import annotations
 
 from memlane import _fastjson as json
-from memlane.hooks.transcript import _remembered_id, _tail
+from memlane.hooks.transcript import _tail, remembered_in_text
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (~10 ms per hook call)
 if TYPE_CHECKING:
@@ -52,12 +52,7 @@ def remembered_ids(path: str | None) -> list[str]:
             calls.add(str(item.get("call_id")))
         elif kind == "function_call_output" and str(item.get("call_id")) in calls:
             output = item.get("output")
-            text = output if isinstance(output, str) else json.dumps(output)
-            try:
-                answer = json.loads(text[text.index("{") : text.rindex("}") + 1])
-            except ValueError:
-                continue
-            found = _remembered_id(answer)
+            found = remembered_in_text(output if isinstance(output, str) else json.dumps(output))
             if found is not None and found not in ids:
                 ids.append(found)
     return ids

@@ -12,8 +12,7 @@ from __future__ import annotations
 
 import os
 
-from memlane import _fastjson as json
-from memlane.hooks.transcript import _remembered_id, _tail
+from memlane.hooks.transcript import _tail, remembered_in_text
 
 
 def events_path(session: str) -> str:
@@ -45,14 +44,7 @@ def remembered_ids(path: str | None) -> list[str]:
                     calls.add(str(request.get("toolCallId")))
         elif kind == "tool.execution_complete" and str(data.get("toolCallId")) in calls:
             result = data.get("result")
-            content = result.get("content") if isinstance(result, dict) else None
-            if not isinstance(content, str) or "{" not in content:
-                continue
-            try:
-                answer = json.JSONDecoder().raw_decode(content[content.index("{") :])[0]
-            except ValueError:
-                continue
-            found = _remembered_id(answer)
+            found = remembered_in_text(result.get("content") if isinstance(result, dict) else None)
             if found is not None and found not in ids:
                 ids.append(found)
     return ids

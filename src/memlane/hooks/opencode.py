@@ -131,17 +131,11 @@ def remembered_ids(outputs: object) -> list[str]:
     outputs of memlane's MCP ``remember`` calls, each ``WriteResult.to_dict()`` as JSON, the
     memory's id under ``memory``), in order, once each. Anything else is skipped: never
     raises."""
-    from memlane.hooks.transcript import _remembered_id
+    from memlane.hooks.transcript import remembered_in_text
 
     ids: list[str] = []
     for output in outputs if isinstance(outputs, list) else []:
-        if not isinstance(output, str) or "{" not in output:
-            continue
-        try:
-            answer = json.JSONDecoder().raw_decode(output[output.index("{") :])[0]
-        except ValueError:
-            continue
-        found = _remembered_id(answer)
+        found = remembered_in_text(output)
         if found is not None and found not in ids:
             ids.append(found)
     return ids

@@ -172,6 +172,19 @@ def _remembered_id(answer: Any) -> str | None:
     return found if isinstance(found, str) and found else None
 
 
+def remembered_in_text(text: Any) -> str | None:
+    """The memory id in a tool's text output that holds ``remember``'s JSON answer (the first
+    JSON object in ``text``, read with :func:`_remembered_id`); ``None`` for anything else.
+    Never raises. Copilot CLI, OpenCode and Codex hand the tool's output back as such a text."""
+    if not isinstance(text, str) or "{" not in text:
+        return None
+    try:
+        answer = json.raw_decode(text, text.index("{"))[0]
+    except ValueError:
+        return None
+    return _remembered_id(answer)
+
+
 def remembered_ids(path: str | None) -> list[str]:
     """Ids of the memories stored in this session through memlane's MCP ``remember`` tool
     (Claude Code's ``tool_use`` named ``mcp__<server>__remember`` of a server whose name holds
