@@ -39,6 +39,7 @@ import numpy as np
 import pytest
 from numpy.typing import NDArray
 
+from env_support import isolate_env
 from memlane import HashEmbedder, LLMVerdict, LocalEmbedder, MemoryEngine, Settings
 from memlane.embeddings import Embedder
 from memlane.store import MemoryStore, open_store
@@ -61,12 +62,7 @@ def _isolated_env(
     tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
 ) -> Path:
     """No test reads the developer's ~/.memlane or their MEMLANE_* variables."""
-    for key in list(os.environ):
-        if key.startswith("MEMLANE_"):
-            monkeypatch.delenv(key)
-    home = tmp_path_factory.mktemp("env-home")
-    monkeypatch.setenv("MEMLANE_HOME", str(home))
-    return home
+    return isolate_env(tmp_path_factory, monkeypatch)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -11,8 +11,8 @@ main environment's extras.
 
 from __future__ import annotations
 
-import os
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -20,15 +20,29 @@ import pytest
 # fw_support (the fake OpenAI-compatible model and the scenario checks) lives one folder up.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from env_support import isolate_env
+from fw_support import FakeModel, open_engine
+from memlane import MemoryEngine
+
 
 @pytest.fixture(autouse=True)
 def _isolated_env(
     tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
 ) -> Path:
     """No test reads the developer's ~/.memlane or their MEMLANE_* variables."""
-    for key in list(os.environ):
-        if key.startswith("MEMLANE_"):
-            monkeypatch.delenv(key)
-    home = tmp_path_factory.mktemp("env-home")
-    monkeypatch.setenv("MEMLANE_HOME", str(home))
-    return home
+    return isolate_env(tmp_path_factory, monkeypatch)
+
+
+@pytest.fixture(scope="module")
+def model() -> Iterator[FakeModel]:
+    """The fake OpenAI-compatible model server (tests/fw_support.py), one per test module."""
+    with FakeModel() as served:
+        yield served
+
+
+@pytest.fixture
+def engine(tmp_path: Path) -> Iterator[MemoryEngine]:
+    """A fresh engine on a SQLite store in ``tmp_path`` (fw_support.open_engine)."""
+    engine = open_engine(tmp_path)
+    yield engine
+    engine.close()

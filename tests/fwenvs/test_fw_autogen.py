@@ -55,19 +55,6 @@ from memlane.integrations import connect
 from memlane.integrations.autogen import MemlaneMemory
 
 
-@pytest.fixture(scope="module")
-def model() -> Iterator[FakeModel]:
-    with FakeModel() as served:
-        yield served
-
-
-@pytest.fixture
-def engine(tmp_path: Path) -> Iterator[MemoryEngine]:
-    engine = open_engine(tmp_path)
-    yield engine
-    engine.close()
-
-
 async def lookup(topic: str) -> str:
     """Look a topic up in the team's notes."""
     return f"notes about {topic}"

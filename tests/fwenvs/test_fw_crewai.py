@@ -88,19 +88,6 @@ ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning:crewai.*")
 
 
-@pytest.fixture(scope="module")
-def model() -> Iterator[FakeModel]:
-    with FakeModel() as served:
-        yield served
-
-
-@pytest.fixture
-def engine(tmp_path: Path) -> Iterator[MemoryEngine]:
-    engine = open_engine(tmp_path)
-    yield engine
-    engine.close()
-
-
 @pytest.fixture(autouse=True)
 def _only_loopback() -> Iterator[None]:
     """No test connects anywhere but 127.0.0.1 (the fake model): CrewAI does not phone home."""

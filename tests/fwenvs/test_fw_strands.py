@@ -9,7 +9,6 @@ import asyncio
 import json
 import os
 import sys
-from collections.abc import Iterator
 from contextlib import closing
 from pathlib import Path
 from typing import Any
@@ -51,19 +50,6 @@ from memlane.errors import ConfigError
 from memlane.integrations import UnsupportedFramework, connect
 from memlane.integrations.strands import MemlaneStore
 from memlane.llm import make_llm
-
-
-@pytest.fixture(scope="module")
-def model() -> Iterator[FakeModel]:
-    with FakeModel() as served:
-        yield served
-
-
-@pytest.fixture
-def engine(tmp_path: Path) -> Iterator[MemoryEngine]:
-    engine = open_engine(tmp_path)
-    yield engine
-    engine.close()
 
 
 @tool(name=TOOL)
