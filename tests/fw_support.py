@@ -10,7 +10,9 @@ second holding the tool's result (what a tool-using agent does).
 
 Helpers: :func:`request_text` (every text the model sees in one request: system / developer /
 user / assistant / tool contents) and :func:`memory_counts` (how many times each memory's text is
-in it).
+in it); :func:`memlane_at`, :func:`tell_secrets` and :func:`check_secrets_off_disk` (a user's
+secrets and ``<private>`` text through an adapter, then a byte scan of the home with
+tests/privacy_support.py).
 """
 
 from __future__ import annotations
@@ -31,7 +33,9 @@ from typing import Any
 
 from memlane import HashEmbedder, MemoryEngine, Settings
 from memlane.history import INJECTION_BLOCK_PREFIX
+from memlane.integrations import connect
 from memlane.store import open_store
+from privacy_support import files_holding, leaks, text_of
 
 #: The repository (its .venv runs :func:`memlane_serve`).
 ROOT = Path(__file__).resolve().parents[1]
@@ -409,6 +413,64 @@ def memlane_serve(home: Path) -> Iterator[str]:
         finally:
             proc.kill()
             proc.wait(timeout=30)
+
+
+# ---------------------------------------------------------------------- secrets (issue #33)
+@contextmanager
+def memlane_at(home: Path, over: str) -> Iterator[Any]:
+    """What an adapter is given, on a store under ``home`` seeded by :func:`open_engine`: the
+    engine itself (``over="engine"``, closed at the end) or the client of a real ``memlane
+    serve`` on it (``over="serve"``, :func:`memlane_serve`; the server is stopped at the end)."""
+    if over == "engine":
+        engine = open_engine(home)
+        try:
+            yield engine
+        finally:
+            engine.close()
+        return
+    assert over == "serve", over
+    open_engine(home).close()
+    with memlane_serve(home) as url, contextlib.closing(connect(url)) as client:
+        yield client
+
+
+def tell_secrets(model: FakeModel, ask: Callable[[str], object], door: str) -> None:
+    """Two user turns through ``ask`` (one user message -> the framework's agent answers it),
+    each message holding ``door``'s secrets and a ``<private>`` span
+    (tests/privacy_support.py's ``text_of``): in the first the model calls the adapter's
+    ``remember`` tool with that text (a model repeats what it was told), which is added; in the
+    second it calls the lookup tool (the message goes through the turn model only)."""
+    model.take()
+    with model.calling("remember", content=text_of(door)):
+        ask(text_of(door, "Remember this: "))
+    ask(text_of(door, "What do we know of it? "))
+    replies = tool_replies(model.take())
+    assert len(replies) == 2 and replies[0].startswith(SAVED), replies
+
+
+def check_secrets_off_disk(home: Path, door: str) -> None:
+    """After :func:`tell_secrets` on the store under ``home``: no file under ``home`` nor under
+    ``$MEMLANE_HOME`` (the store, its WAL and SHM, the search index files, the logs) holds any
+    of ``door``'s secrets or its private text, read byte by byte before and after an engine
+    opens the store to read Alice's memories (its close checkpoints the WAL into the store
+    file); the memory is stored without them, the rest of the text kept, and its bytes are in
+    the files scanned (so the scan reads where memories are)."""
+    homes = [home, Path(os.environ["MEMLANE_HOME"])]
+    for h in homes:
+        assert leaks(h, [door]) == {}, (h, leaks(h, [door]))
+    engine = open_engine_as_is(home)
+    try:
+        saved = [m.content for m in engine.list(owner="alice", limit=100) if door in m.content]
+    finally:
+        engine.close()
+    kept = text_of(door).split(" AWS_SECRET")[0]  # "the DOOR deploy uses"
+    assert len(saved) == 1, saved
+    assert saved[0].startswith(kept) and saved[0].endswith(" for the staging kiwi cluster")
+    for kind in ("aws_secret_access_key", "github_token", "url_password"):
+        assert f"[redacted:{kind}]" in saved[0], saved[0]
+    assert files_holding(home, kept.encode()), "the stored memory is in no file under the home"
+    for h in homes:
+        assert leaks(h, [door]) == {}, (h, leaks(h, [door]))
 
 
 # ---------------------------------------------------------------------- docs/frameworks.md

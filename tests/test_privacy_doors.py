@@ -6,11 +6,12 @@ in-process), ``memlane import`` and ``memlane learn`` (a scripted model that ans
 too); then every file under the home (the store, its WAL and SHM, the search index files, the
 logs) is read byte by byte: none holds any of them.
 
-Each door gets secrets of its own, so a failure names the door that let one through."""
+Each door gets secrets of its own (tests/privacy_support.py), so a failure names the door that let
+one through. The framework adapters run in their own environments are scanned the same way by
+their modules (tests/fwenvs/test_fw_*.py, ``test_no_secret_or_private_text_reaches_the_disk``)."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 import signal
 from pathlib import Path
@@ -30,49 +31,9 @@ pytest.importorskip("mcp", reason="needs the mcp extra")
 from mcp import ClientSession
 
 from mcp_support import data, with_session
+from privacy_support import door_hex, leaks, secrets_of, text_of, url_of
 
 DOORS = ("cli", "http", "mcp", "hook", "hookin", "import", "learn", "model")
-
-
-def _hex(door: str, n: int) -> str:
-    return hashlib.sha256(door.encode()).hexdigest()[:n]
-
-
-def secrets_of(door: str) -> dict[str, str]:
-    """What must never reach the disk for ``door``: the secret values and the private text."""
-    return {
-        "aws": _hex(door + "aws", 40),
-        "github": "ghp_" + _hex(door + "gh", 36),
-        "password": "pw" + _hex(door + "pw", 10),
-        "private": f"diary of {door} entry {_hex(door + 'p', 8)}",
-    }
-
-
-def text_of(door: str, prefix: str = "") -> str:
-    """A message holding each of ``door``'s secrets and a ``<private>`` span."""
-    s = secrets_of(door)
-    return (
-        f"{prefix}the {door} deploy uses AWS_SECRET_ACCESS_KEY={s['aws']} and token "
-        f"{s['github']}, database postgres://admin:{s['password']}@db.internal:5432/app "
-        f"<private>{s['private']}</private> for the staging kiwi cluster"
-    )
-
-
-def url_of(door: str) -> str:
-    return f"postgres://admin:{secrets_of(door)['password']}@db.internal:5432/app"
-
-
-def leaks(home: Path) -> dict[str, list[str]]:
-    """``{file: [door/kind found]}`` for every file under ``home`` holding a secret."""
-    found: dict[str, list[str]] = {}
-    needles = {f"{d}/{k}": v.encode() for d in DOORS for k, v in secrets_of(d).items()}
-    for path in sorted(home.rglob("*")):
-        if path.is_file():
-            raw = path.read_bytes()
-            hits = [name for name, needle in needles.items() if needle in raw]
-            if hits:
-                found[str(path.relative_to(home))] = hits
-    return found
 
 
 @pytest.mark.parametrize("store_backend", ["sqlite"], indirect=True)  # its files are read
@@ -101,7 +62,8 @@ def test_no_door_leaves_a_secret_or_private_text_on_disk(
             return done.stdout
 
         # --- CLI
-        cli("add", text_of("cli"), "--source", url_of("cli"), "--session", "cli-" + _hex("cli", 6))
+        session = "cli-" + door_hex("cli", 6)
+        cli("add", text_of("cli"), "--source", url_of("cli"), "--session", session)
         cli("search", text_of("cli", "search: "))
         cli("inject", "--session", "cli-chat", text_of("cli", "inject: "))
         # --- import
@@ -204,5 +166,5 @@ def test_no_door_leaves_a_secret_or_private_text_on_disk(
     assert stored >= {"cli", "import", "model", "http", "mcp"}, stored  # hooks store nothing
     assert any("[redacted:github_token]" in m["content"] for m in listed)
     assert (home / "memlane.db").exists()
-    found = leaks(home)
+    found = leaks(home, DOORS)
     assert found == {}, found

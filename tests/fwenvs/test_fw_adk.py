@@ -37,12 +37,15 @@ from fw_support import (
     check_bob,
     check_page_rows,
     check_remember,
+    check_secrets_off_disk,
+    memlane_at,
     memlane_serve,
     open_engine,
     open_engine_as_is,
     run_docs_example,
     run_scenario,
     seed,
+    tell_secrets,
 )
 from llm_server import Reply, Script, serve
 from memlane import MemoryEngine
@@ -325,3 +328,23 @@ def test_an_adk_in_the_range_without_the_seam_is_refused_naming_the_extra() -> N
         "memlane's adapter uses (import of google.adk.agents.context halted"
     ), last
     assert last.endswith("it needs google-adk >=2.0,<3: pip install 'memlane[adk]'"), last
+
+
+@pytest.mark.parametrize("over", ["engine", "serve"])
+def test_no_secret_or_private_text_reaches_the_disk(
+    model: FakeModel, tmp_path: Path, over: str
+) -> None:
+    """A user's messages holding secrets and a ``<private>`` span through the Google ADK agent, the
+    model passing one to the ``remember`` tool, on an engine in the agent's process or over a
+    ``memlane serve``: the memory is stored redacted, the private text dropped, and no file
+    under the home holds either, the store open or closed (fw_support.check_secrets_off_disk;
+    tests/test_privacy_doors.py scans the other doors)."""
+    door = f"adk-{over}"
+    with memlane_at(tmp_path, over) as memory:
+        chat = Chat(model, memory)
+        try:
+            tell_secrets(model, chat.ask, door)
+            check_secrets_off_disk(tmp_path, door)  # the store still open: its WAL is read too
+        finally:
+            chat.close()
+    check_secrets_off_disk(tmp_path, door)

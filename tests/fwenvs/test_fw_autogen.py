@@ -41,12 +41,15 @@ from fw_support import (
     check_bob,
     check_page_rows,
     check_remember,
+    check_secrets_off_disk,
+    memlane_at,
     memlane_serve,
     memory_counts,
     open_engine,
     open_engine_as_is,
     request_text,
     run_docs_example,
+    tell_secrets,
     user_messages,
 )
 from memlane import MemoryEngine
@@ -356,3 +359,23 @@ def test_a_buffered_context_never_holds_a_memory_twice(
                     assert counts[DEPLOY] == 1, counts
     finally:
         chat.close()
+
+
+@pytest.mark.parametrize("over", ["engine", "serve"])
+def test_no_secret_or_private_text_reaches_the_disk(
+    model: FakeModel, tmp_path: Path, over: str
+) -> None:
+    """A user's messages holding secrets and a ``<private>`` span through the AutoGen agent, the
+    model passing one to the ``remember`` tool, on an engine in the agent's process or over a
+    ``memlane serve``: the memory is stored redacted, the private text dropped, and no file
+    under the home holds either, the store open or closed (fw_support.check_secrets_off_disk;
+    tests/test_privacy_doors.py scans the other doors)."""
+    door = f"autogen-{over}"
+    with memlane_at(tmp_path, over) as memory:
+        chat = Chat(model, memory)
+        try:
+            tell_secrets(model, chat.ask, door)
+            check_secrets_off_disk(tmp_path, door)  # the store still open: its WAL is read too
+        finally:
+            chat.close()
+    check_secrets_off_disk(tmp_path, door)

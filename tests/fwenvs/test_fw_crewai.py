@@ -69,12 +69,15 @@ from fw_support import (  # noqa: E402
     FakeModel,
     check_bob,
     check_remember,
+    check_secrets_off_disk,
     check_turn,
+    memlane_at,
     memlane_serve,
     memory_counts,
     open_engine,
     open_engine_as_is,
     run_scenario,
+    tell_secrets,
     tool_replies,
 )
 from memlane import MemoryEngine  # noqa: E402
@@ -377,3 +380,23 @@ def test_the_pages_table_is_the_scripts_output(model: FakeModel) -> None:
     assert len(rows) == 6  # three turns, two model calls each
     page = (ROOT / "docs" / "frameworks.md").read_text().splitlines()
     assert rows == [line for line in page if line.startswith("| crewai |")]
+
+
+@pytest.mark.parametrize("over", ["engine", "serve"])
+def test_no_secret_or_private_text_reaches_the_disk(
+    model: FakeModel, tmp_path: Path, over: str
+) -> None:
+    """A user's messages holding secrets and a ``<private>`` span through the CrewAI agent, the
+    model passing one to the ``remember`` tool, on an engine in the agent's process or over a
+    ``memlane serve``: the memory is stored redacted, the private text dropped, and no file
+    under the home holds either, the store open or closed (fw_support.check_secrets_off_disk;
+    tests/test_privacy_doors.py scans the other doors)."""
+    door = f"crewai-{over}"
+    with memlane_at(tmp_path, over) as memory:
+        chat = Chat(model, memory)
+        try:
+            tell_secrets(model, chat.ask, door)
+            check_secrets_off_disk(tmp_path, door)  # the store still open: its WAL is read too
+        finally:
+            chat.close()
+    check_secrets_off_disk(tmp_path, door)

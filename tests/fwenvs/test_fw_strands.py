@@ -33,7 +33,9 @@ from fw_support import (
     check_bob,
     check_page_rows,
     check_remember,
+    check_secrets_off_disk,
     check_turn,
+    memlane_at,
     memlane_serve,
     memory_counts,
     open_engine,
@@ -42,6 +44,7 @@ from fw_support import (
     run_docs_example,
     run_scenario,
     seed,
+    tell_secrets,
 )
 from llm_server import Reply, Script, serve
 from memlane import MemoryEngine
@@ -273,3 +276,23 @@ def test_a_cleared_history_starts_the_session_over(model: FakeModel, chat: Chat)
     check_turn(requests, [DEPLOY])
     assert TABS not in request_text(requests[0])  # the reset dropped turn 2's block
     assert chat.agent.messages[0]["content"][0]["text"].startswith("Where is the billing")
+
+
+@pytest.mark.parametrize("over", ["engine", "serve"])
+def test_no_secret_or_private_text_reaches_the_disk(
+    model: FakeModel, tmp_path: Path, over: str
+) -> None:
+    """A user's messages holding secrets and a ``<private>`` span through the Strands agent, the
+    model passing one to the ``remember`` tool, on an engine in the agent's process or over a
+    ``memlane serve``: the memory is stored redacted, the private text dropped, and no file
+    under the home holds either, the store open or closed (fw_support.check_secrets_off_disk;
+    tests/test_privacy_doors.py scans the other doors)."""
+    door = f"strands-{over}"
+    with memlane_at(tmp_path, over) as memory:
+        chat = Chat(model, memory)
+        try:
+            tell_secrets(model, chat.ask, door)
+            check_secrets_off_disk(tmp_path, door)  # the store still open: its WAL is read too
+        finally:
+            chat.close()
+    check_secrets_off_disk(tmp_path, door)
