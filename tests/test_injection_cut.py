@@ -90,6 +90,26 @@ def test_a_vector_hit_far_below_the_best_cosine_is_cut() -> None:
     assert not judge({"neighbour": 1}, 0.45, None, ev, cfg)[0]
 
 
+def test_a_long_hit_must_be_the_best_cosine_or_near_the_best_bm25() -> None:
+    """A long memory (a chat's long assistant answer) that the both-legs rule keeps enters the
+    block only as the query's best cosine or with BM25 >= cut_long_bm25_relative x the best; a
+    short one with the same scores is kept."""
+    cfg = _cfg()
+    ev = LegScores(top_bm25=6.0, best_cosine=0.70)
+    both = {"vector": 2, "fts": 3}
+    assert judge(both, 0.68, 3.0, ev, cfg)[0]  # short: within the both-legs gap
+    ok, rule = judge(both, 0.68, 3.0, ev, cfg, long=True)
+    assert not ok and rule.startswith("cut: it is long") and "else kept: both legs" in rule
+    assert decide(both, 0.68, 3.0, ev, cfg, long=True) == (False, "long")
+    ok, rule = judge(both, 0.68, 0.7 * 6.0, ev, cfg, long=True)
+    assert ok and rule.endswith("long, and the best cosine or BM25 >= 0.7 x the best")
+    assert judge({"vector": 1}, 0.70, None, ev, cfg, long=True)[0]  # the best cosine
+    # a rule that cuts it already says so, not the long bar
+    ok, rule = judge({"vector": 9}, 0.45, None, ev, cfg, long=True)
+    assert not ok and rule.startswith("cut: only the vector leg")
+    assert judge(both, 0.30, 0.1, ev, _cfg(cut=False), long=True)[0]
+
+
 def test_the_cut_can_be_turned_off() -> None:
     ev = LegScores(top_bm25=5.0, best_cosine=0.9)
     assert judge({"fts": 9}, 0.1, 0.01, ev, _cfg(cut=False)) == (

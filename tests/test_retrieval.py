@@ -359,3 +359,48 @@ def test_a_long_memory_weighs_less_in_the_fusion(make_engine: MakeEngine) -> Non
     assert contents(build(long_words=400).search(QUERY))[0] == answer  # 321 words: not long
     lever = engine.retriever.search(QUERY, mode=LEVERS["long-off"], record_access=False)
     assert contents(lever)[0] == answer
+
+
+def test_a_long_memory_takes_no_place_in_a_ranked_leg(make_engine: MakeEngine) -> None:
+    """Long assistant answers that hold the question's words rank first in both legs; with one
+    place a leg (``candidates`` 1) they took the place of the short statement the question is
+    about, which then was no candidate at all. A long memory takes no place: each leg keeps its
+    hits until one short one is in, so the statement is a candidate again and, weighed as a
+    short memory, ranks first (BEAM: docs/replay.md, "Injection precision")."""
+    from memlane.retrieval import LEVERS, Recipe
+    from memlane.types import SearchHit
+
+    answers = [  # three long answers, each other words around the query's (so none is a dup)
+        f"assistant: option {i}: " + " ".join(f"dark mode editor preference {w}" for w in words)
+        for i, words in enumerate(
+            (["alpha", "bravo", "charlie"] * 25, ["delta", "echo", "foxtrot"] * 25,
+             ["golf", "hotel", "india"] * 25)
+        )
+    ]  # fmt: skip
+
+    def build(**retrieval: float) -> MemoryEngine:
+        engine = make_engine(
+            retrieval={"floor_relative": 0.0, "floor_absolute": -1.0, "neighbour_seeds": 0,
+                       **retrieval}
+        )  # fmt: skip
+        for text in (*answers, DARK, TEA):
+            engine.add(text)
+        assert len(engine.list()) == 5
+        return engine
+
+    def search(
+        engine: MemoryEngine, mode: str | Recipe = "hybrid", owner: str = "default"
+    ) -> list[SearchHit]:
+        return engine.retriever.search(QUERY, owner=owner, depth=1, mode=mode, record_access=False)
+
+    before = build(long_lookahead=1)  # long memories take places, as before
+    assert DARK not in contents(search(before))
+    engine = build()
+    hits = search(engine)
+    assert contents(hits)[0] == DARK
+    assert {h.memory.content for h in hits} <= {DARK, *answers}
+    assert DARK not in contents(search(engine, LEVERS["long-places"]))
+    # short memories only: a leg's places are its first hits, however far it looks ahead
+    for text in (DARK, BASEMENT, TEA):
+        engine.add(text, owner="bob")
+    assert [h.ranks for h in search(engine, owner="bob")] == [{"vector": 1, "fts": 1}]

@@ -46,6 +46,11 @@ class RetrievalSettings(_Section):
     #: memory is that long). docs/replay.md, "Fusion levers".
     long_words: int = Field(default=300, ge=0)
     long_weight: float = Field(default=0.5, ge=0, le=1)
+    #: Such a memory takes none of a ranked leg's ``candidates`` places: each leg asks for this
+    #: many times its places and keeps its hits until ``candidates`` short ones are in (1 = long
+    #: memories take places, as before). BEAM chats 1-10: a leg's first 30 hits hold its first
+    #: 10 short ones for most questions; docs/replay.md, "Injection precision".
+    long_lookahead: int = Field(default=5, ge=1, le=20)
     #: Weights of the legs in the fused score.
     vector_weight: float = Field(default=1.0, ge=0)
     fts_weight: float = Field(default=1.0, ge=0)
@@ -105,6 +110,10 @@ class InjectionSettings(_Section):
     #: A hit both legs found: cosine within this of the best (the profile), or BM25 >= the next.
     cut_both_cosine_gap: float = Field(default=MINILM.cut_both_cosine_gap, ge=0, le=2)
     cut_both_bm25_relative: float = Field(default=0.45, ge=0, le=1)
+    #: A long hit (over ``[retrieval] long_words`` words) that a rule above keeps must also be
+    #: the best cosine or hold BM25 >= this x the best (BEAM 100K chats 1-10: 0.6 / 0.7 / 0.8 ->
+    #: 10.1 / 9.0 / 7.9 items, recall 0.586 / 0.583 / 0.569; 1 = only the best BM25 or cosine).
+    cut_long_bm25_relative: float = Field(default=0.7, ge=0, le=1)
 
     @field_validator("pinned_types", mode="before")
     @classmethod

@@ -13,7 +13,7 @@ Legs (each scoped to the owner, and to the agent plus shared memories when an ag
   recall push").
 
 A memory longer than ``long_words`` words weighs ``long_weight`` in the fused score of the ranked
-legs (docs/replay.md, "Fusion levers": long assistant answers stored as memories).
+legs and takes none of a ranked leg's places (:mod:`memlane.retrieval_long`).
 
 Retrieval is data: a :class:`Recipe` names the ranked legs, whether the neighbour and graph legs
 expand the fused list, the floor, and overrides of ``[retrieval]``; :data:`RECIPES` holds the
@@ -40,6 +40,7 @@ from memlane._text import STOP_WORDS, words
 from memlane.config import RetrievalSettings
 from memlane.embeddings.cache import Embeddings
 from memlane.errors import InvalidArgument
+from memlane.retrieval_long import leg_places, long_memories
 from memlane.retrieval_neighbours import neighbours_in_time
 from memlane.store.base import (
     MemoryStore,
@@ -138,11 +139,13 @@ class LegScores:
     (memory id -> Okapi BM25 score of each full-text candidate, 0 upwards: a match on a term
     that half of the owner's memories hold scores about ln 2 = 0.69 at average length),
     ``top_bm25`` (the best of them, 0 when the leg found nothing), ``best_cosine`` (the best
-    cosine of any candidate to the query, the relevance floor's reference; 0 when none)."""
+    cosine of any candidate to the query, the relevance floor's reference; 0 when none), ``long``
+    (the ids of the candidates of more than ``long_words`` words; empty for a leg alone)."""
 
     bm25: dict[str, float] = field(default_factory=dict)
     top_bm25: float = 0.0
     best_cosine: float = 0.0
+    long: frozenset[str] = frozenset()
 
 
 #: How many of the scope's most recent expired memories ``include_inactive`` ranks (by cosine).
@@ -192,6 +195,7 @@ LEVERS: dict[str, Recipe] = {
         _lever("long-200", long_words=200),
         _lever("long-400", long_words=400),
         _lever("long-300-x0.9", long_weight=0.9),
+        _lever("long-places", long_lookahead=1),
     )
 }
 
@@ -220,24 +224,39 @@ class _Query:
     project: str | None = None
     #: The full-text leg's BM25 scores (id -> score).
     bm25: dict[str, float] = field(default_factory=dict)
+    #: How many times its places a ranked leg asks for: ``long_lookahead`` when long memories
+    #: take no place, else 1.
+    lookahead: int = 1
+    #: Memories read for their length (id -> memory), reused by the fusion and the hits.
+    known: dict[str, Memory] = field(default_factory=dict)
+
+    def places(self, ids: list[str], n: int) -> list[str]:
+        """A ranked leg's ``n`` places from its hits ``ids`` (:func:`leg_places`)."""
+        return leg_places(self.store, self.owner, self.known, ids, n, self.lookahead,
+                          self.cfg.long_words)  # fmt: skip
 
 
 def _vector_leg(q: _Query, cosine: dict[str, float]) -> list[str]:
     """Nearest embeddings, best first (their cosines go to ``cosine``)."""
-    hits = q.store.vector_search(q.owner, q.agent, q.qvec, q.depth, q.types, q.project)
+    ask = q.depth * q.lookahead
+    hits = q.store.vector_search(q.owner, q.agent, q.qvec, ask, q.types, q.project)
+    ids = q.places([hit.id for hit in hits], q.depth)
+    kept = set(ids)
     for hit in hits:
-        cosine[hit.id] = hit.score
-    return [hit.id for hit in hits]
+        if hit.id in kept:
+            cosine[hit.id] = hit.score
+    return ids
 
 
 def _fts_leg(q: _Query, cosine: dict[str, float]) -> list[str]:
     """BM25 over the query's content words, best first: ``fts_candidates`` of them (when set),
     only those whose cosine is at least ``fts_floor_relative`` times the vector leg's best
     (when set: their cosines are read, and go to ``cosine``)."""
-    depth = q.cfg.fts_candidates or q.depth
-    hits = q.store.fts_search(q.owner, q.agent, q.text, depth, q.types, q.project)
-    q.bm25.update((hit.id, hit.score) for hit in hits)
-    ids = [hit.id for hit in hits]
+    places = q.cfg.fts_candidates or q.depth
+    hits = q.store.fts_search(q.owner, q.agent, q.text, places * q.lookahead, q.types, q.project)
+    ids = q.places([hit.id for hit in hits], places)
+    kept = set(ids)
+    q.bm25.update((hit.id, hit.score) for hit in hits if hit.id in kept)
     if q.cfg.fts_floor_relative <= 0 or not ids:
         return ids
     sims = q.store.cosines(q.owner, [i for i in ids if i not in cosine], q.qvec)
@@ -331,15 +350,18 @@ def _search(
         store, cfg, query, embeddings.embed_query(query), owner, agent, type_set,
         depth or max(cfg.candidates, limit), project,
     )  # fmt: skip
+    lengths = recipe.lengths and cfg.long_words > 0
+    if lengths and cfg.long_lookahead > 1:
+        q.lookahead = cfg.long_lookahead
     legs = list(recipe.legs)
     if include_inactive and "vector" in legs:
         legs.append("expired")
     # The ranked legs and their hits' rows in the step's second round trip (same results).
     q.store = step = step or store.search_step(owner, agent)
-    fts_depth = cfg.fts_candidates or q.depth
+    vector_ask, fts_ask = q.depth * q.lookahead, (q.cfg.fts_candidates or q.depth) * q.lookahead
     step.prepare(
-        VectorAsk(owner, agent, q.qvec, q.depth if "vector" in legs else 0, type_set, project),
-        TextAsk(owner, agent, query, fts_depth if "fts" in legs else 0, type_set, project),
+        VectorAsk(owner, agent, q.qvec, vector_ask if "vector" in legs else 0, type_set, project),
+        TextAsk(owner, agent, query, fts_ask if "fts" in legs else 0, type_set, project),
     )
     ranks: dict[str, dict[str, int]] = {}
     cosine: dict[str, float] = {}
@@ -350,10 +372,13 @@ def _search(
         return []
 
     weights = _weights(cfg)
-    known: dict[str, Memory] = {}  # candidates read early (their length), not read again
-    factor: dict[str, float] = {}
-    if recipe.lengths and cfg.long_words and cfg.long_weight < 1:
-        known, factor = _long_memories(q, list(ranks))
+    known = q.known  # candidates read early (their length), not read again
+    long = (
+        long_memories(q.store, owner, known, list(ranks), cfg.long_words)
+        if lengths
+        else frozenset()
+    )
+    factor = dict.fromkeys(long, cfg.long_weight)
     scores = {mid: _rrf(r, weights, cfg.rrf_k) * factor.get(mid, 1.0) for mid, r in ranks.items()}
     nearby: dict[str, float] = {}
     if recipe.expand and cfg.neighbour_seeds and cfg.neighbour_weight > 0:
@@ -375,6 +400,10 @@ def _search(
         evidence.bm25 = {mid: q.bm25[mid] for mid in ranks if mid in q.bm25}
         evidence.top_bm25 = max(evidence.bm25.values(), default=0.0)
         evidence.best_cosine = max(cosine.values(), default=0.0)
+        # the neighbour and graph legs' hits too (read here once; the hits reuse them)
+        evidence.long = (
+            long_memories(q.store, owner, known, list(ranks), cfg.long_words) if lengths else long
+        )
     allowed = (Status.ACTIVE, Status.SUPERSEDED) if include_inactive else (Status.ACTIVE,)
     hits = _read_hits(q, ranks, scores, cosine, limit, recipe.floor, allowed, known)
     if record_access and hits:
@@ -440,23 +469,6 @@ def _read_hits(
     hits = [found[mid] for mid in ranks if mid in found]  # candidate order, as before the sort
     hits.sort(key=lambda h: h.score, reverse=True)
     return hits[:limit]
-
-
-def _long_memories(q: _Query, ids: list[str]) -> tuple[dict[str, Memory], dict[str, float]]:
-    """Read the candidates ``ids``; those of more than ``long_words`` words get the factor
-    ``long_weight`` (id -> factor). Returns the memories read, which the neighbour leg and
-    :func:`_read_hits` reuse (reading them again, even from the search step, cost 4.6 ms p50 a
-    search on the BEAM 1-10 store, 0.2 ms this way), and the factors."""
-    known = q.store.get_many(q.owner, ids)
-    n = q.cfg.long_words
-    # split at most n times: a long memory (BEAM answers reach 25,000 words) costs no more
-    # than a short one; a text of <= n characters cannot hold more than n words
-    factor = {
-        mid: q.cfg.long_weight
-        for mid, memory in known.items()
-        if len(memory.content) > n and len(memory.content.split(maxsplit=n)) > n
-    }
-    return known, factor
 
 
 def _tie_break(memory: Memory, now_ts: float) -> float:

@@ -18,7 +18,13 @@ So the cut weighs each hit by the legs' own scores (:class:`memlane.retrieval.Le
 - a hit **only the vector leg** found (or only the neighbour or graph leg: it is judged by its
   own cosine) is kept when its cosine is within ``cut_cosine_gap`` of the query's best cosine.
   The gap is a distance on the model's cosine scale, so it is calibrated per embedding model
-  (:mod:`memlane.embeddings.profiles`).
+  (:mod:`memlane.embeddings.profiles`);
+- a **long** hit (more than ``[retrieval] long_words`` words: a chat's long assistant answers)
+  that one of the rules above keeps must also be the query's best cosine, or hold at least
+  ``cut_long_bm25_relative`` times the query's best BM25. Its vector reads only the model's
+  first window, which is near any question of the chat, and its many words match any question
+  (BEAM 100K chats 1-10: 1.9 % of the long candidates cite the question's evidence, 11 % of the
+  short ones). A store without long memories is cut exactly as before.
 
 A focused question has one or two strong hits and the rest fall away; a broad one has many hits
 near the best, and they stay: the cut adapts to the query. ``cut = false`` turns it off (the
@@ -66,14 +72,38 @@ def decide(
     bm25: float | None,
     evidence: LegScores,
     cfg: InjectionSettings,
+    long: bool = False,
 ) -> tuple[bool, str]:
-    """Whether a hit with these ``ranks`` (leg -> rank), ``cosine`` and ``bm25`` enters the block
-    of a query whose legs scored ``evidence``, and which rule decided: ``"off"`` (the cut is
-    off), ``"both"`` (both ranked legs found it), ``"fts"`` (only full text), ``"vector"`` (only
-    the vector, neighbour or graph leg). Only comparisons: this runs for every candidate of every
-    turn; :func:`reason` puts a decision in words when someone reads it."""
+    """Whether a hit with these ``ranks`` (leg -> rank), ``cosine`` and ``bm25`` (and ``long``:
+    more than ``long_words`` words) enters the block of a query whose legs scored ``evidence``,
+    and which rule decided: ``"off"`` (the cut is off), ``"both"`` (both ranked legs found it),
+    ``"fts"`` (only full text), ``"vector"`` (only the vector, neighbour or graph leg),
+    ``"long"`` (one of those kept a long hit, and the long hit's bar cut it). Only comparisons:
+    this runs for every candidate of every turn; :func:`reason` puts a decision in words when
+    someone reads it."""
     if not cfg.cut:
         return True, "off"
+    kept, rule = _decide(ranks, cosine, bm25, evidence, cfg)
+    if kept and long and not _long_strong(cosine, bm25, evidence, cfg):
+        return False, "long"
+    return kept, rule
+
+
+def _long_strong(
+    cosine: float, bm25: float | None, evidence: LegScores, cfg: InjectionSettings
+) -> bool:
+    return cosine >= evidence.best_cosine or (bm25 or 0.0) >= (
+        cfg.cut_long_bm25_relative * evidence.top_bm25
+    )
+
+
+def _decide(
+    ranks: Mapping[str, int],
+    cosine: float,
+    bm25: float | None,
+    evidence: LegScores,
+    cfg: InjectionSettings,
+) -> tuple[bool, str]:
     if "vector" in ranks and "fts" in ranks:
         strong = (
             evidence.best_cosine - cosine <= cfg.cut_both_cosine_gap
@@ -94,12 +124,37 @@ def reason(
     bm25: float | None,
     evidence: LegScores,
     cfg: InjectionSettings,
+    long: bool = False,
 ) -> str:
     """The words for :func:`decide`'s ``(kept, rule)`` on this hit (``memlane inject
     --explain``, the sessions page)."""
     best_cos, top = evidence.best_cosine, evidence.top_bm25
     if rule == "off":
         return "kept: the cut is off (cut = false)"
+    if rule == "long":
+        first = reason(True, _decide(ranks, cosine, bm25, evidence, cfg)[1], ranks, cosine, bm25,
+                       evidence, cfg)  # fmt: skip
+        return (
+            f"cut: it is long (over long_words words) and neither the best cosine ({best_cos:.3f}; "
+            f"its {cosine:.3f}) nor BM25 {cfg.cut_long_bm25_relative:g} x the best ({top:.2f}; "
+            f"its {bm25 or 0.0:.2f}); else {first}"
+        )
+    words = _reason(kept, rule, ranks, cosine, bm25, evidence, cfg)
+    if kept and long:
+        words += f"; long, and the best cosine or BM25 >= {cfg.cut_long_bm25_relative:g} x the best"
+    return words
+
+
+def _reason(
+    kept: bool,
+    rule: str,
+    ranks: Mapping[str, int],
+    cosine: float,
+    bm25: float | None,
+    evidence: LegScores,
+    cfg: InjectionSettings,
+) -> str:
+    best_cos, top = evidence.best_cosine, evidence.top_bm25
     if rule == "both":
         found = (
             f"both legs found it (vector #{ranks['vector']}, cosine {cosine:.3f}, "
@@ -150,12 +205,13 @@ def judge(
     bm25: float | None,
     evidence: LegScores,
     cfg: InjectionSettings,
+    long: bool = False,
 ) -> tuple[bool, str]:
-    """Whether a hit with these ``ranks`` (leg -> rank), ``cosine`` and ``bm25`` enters the block
-    of a query whose legs scored ``evidence``; and the rule, in words (:func:`decide` then
-    :func:`reason`)."""
-    kept, rule = decide(ranks, cosine, bm25, evidence, cfg)
-    return kept, reason(kept, rule, ranks, cosine, bm25, evidence, cfg)
+    """Whether a hit with these ``ranks`` (leg -> rank), ``cosine`` and ``bm25`` (``long``: more
+    than ``long_words`` words) enters the block of a query whose legs scored ``evidence``; and
+    the rule, in words (:func:`decide` then :func:`reason`)."""
+    kept, rule = decide(ranks, cosine, bm25, evidence, cfg, long)
+    return kept, reason(kept, rule, ranks, cosine, bm25, evidence, cfg, long)
 
 
 def cut(
@@ -167,11 +223,12 @@ def cut(
     notes = _COLLECT.get()
     for hit in hits:
         bm25 = evidence.bm25.get(hit.memory.id)
-        ok, rule = decide(hit.ranks, hit.similarity, bm25, evidence, cfg)
+        long = hit.memory.id in evidence.long
+        ok, rule = decide(hit.ranks, hit.similarity, bm25, evidence, cfg, long)
         if ok:
             kept.append(hit)
         if notes is not None:  # words only for a reader (inject --explain, the sessions page)
-            words = reason(ok, rule, hit.ranks, hit.similarity, bm25, evidence, cfg)
+            words = reason(ok, rule, hit.ranks, hit.similarity, bm25, evidence, cfg, long)
             notes.append(Verdict(hit.memory, dict(hit.ranks), hit.similarity, bm25, ok, words))
     return kept, len(hits) - len(kept)
 
