@@ -21,6 +21,7 @@ from memlane.integrations._base import (
     last_user_turn,
     require,
 )
+from version_support import assert_refused
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 #: The frameworks' top-level modules (none may load with ``import memlane``).
@@ -47,6 +48,47 @@ def test_a_version_outside_the_range_is_refused_naming_the_range() -> None:
     assert f"pydantic {found} is not supported" in message
     assert ">=99.0,<100" in message and "pip install 'memlane[pydantic-ai]'" in message
     assert require("pydantic", "2.0", "3", "x") == found
+
+
+#: ``require(dist, "1.54", "2", ...)`` on each reported version: accepted or refused (PEP 440).
+VERSIONS = [
+    ("1.54", True),
+    ("1.100.0", True),  # numbers, not text: 100 > 54
+    ("1.62.0+vendor.3", True),  # a local version counts as its public one
+    ("1.62.0.post1", True),
+    ("1.60.0rc1", True),  # a pre-release inside the range
+    ("1.60.0.dev3", True),
+    ("1.53.9", False),
+    ("1.54.0rc1", False),  # comes before 1.54
+    ("2.0.0rc1", False),  # a pre-release of the upper bound
+    ("2.0.0.dev1", False),
+    ("2.0.0", False),
+    ("2.0.0+vendor", False),
+    ("1!1.60", False),  # an epoch is later than every version without one
+    ("custom-build", False),  # not PEP 440
+]
+
+
+@pytest.mark.parametrize(("version", "accepted"), VERSIONS, ids=[v for v, _ in VERSIONS])
+def test_the_range_is_read_as_pep_440(
+    monkeypatch: pytest.MonkeyPatch, version: str, accepted: bool
+) -> None:
+    """What ``require`` documents: local versions count as their public one, pre-releases
+    inside the range are accepted, those of either bound are not, nor is a version that is not
+    PEP 440; a refusal is the one message users read."""
+    real = importlib.metadata.version
+    monkeypatch.setattr(
+        importlib.metadata, "version", lambda d: version if d == "some-framework" else real(d)
+    )
+    if accepted:
+        assert require("some-framework", "1.54", "2", "x") == version
+        return
+    with pytest.raises(UnsupportedFramework) as caught:
+        require("some-framework", "1.54", "2", "x")
+    assert str(caught.value) == (
+        f"some-framework {version} is not supported: memlane's adapter needs some-framework "
+        ">=1.54,<2; pip install 'memlane[x]' (supported: some-framework >=1.54,<2)"
+    )
 
 
 def test_a_framework_not_installed_is_named() -> None:
@@ -100,34 +142,35 @@ def test_a_doors_run_key_names_its_turns_instead_of_the_position(tmp_path: Path)
         engine.close()
 
 
-#: Each adapter module, its distribution, a version without its seam, the framework's module.
+#: Each adapter module, its distribution, a version without its seam, its range and extra.
 ADAPTERS = [
-    ("memlane.integrations.langchain", "langchain", "1.0.0", "langchain"),
-    ("memlane.integrations.langgraph_store", "langgraph", "0.6.11", "langgraph"),
-    ("memlane.integrations.openai_agents", "openai-agents", "0.13.6", "agents"),
-    ("memlane.integrations.pydantic_ai", "pydantic-ai-slim", "1.107.10", "pydantic_ai"),
-    ("memlane.integrations.llamaindex", "llama-index-core", "0.12.35", "llama_index.core"),
+    ("memlane.integrations.langchain", "langchain", "1.0.0", "1.1", "2", "langchain"),
+    ("memlane.integrations.langgraph_store", "langgraph", "0.6.11", "1.0", "2", "langchain"),
+    ("memlane.integrations.openai_agents", "openai-agents", "0.13.6", "0.14", "1", "openai-agents"),
+    ("memlane.integrations.pydantic_ai", "pydantic-ai-slim", "1.107.10", "2.0", "3", "pydantic-ai"),
+    (
+        "memlane.integrations.llamaindex",
+        "llama-index-core",
+        "0.12.35",
+        "0.12.36",
+        "0.15",
+        "llamaindex",
+    ),
 ]
 
 
-@pytest.mark.parametrize(("module", "dist", "old", "needs"), ADAPTERS, ids=[a[1] for a in ADAPTERS])
+@pytest.mark.parametrize(
+    ("module", "dist", "old", "low", "high", "extra"), ADAPTERS, ids=[a[1] for a in ADAPTERS]
+)
 def test_an_adapter_refuses_a_version_without_its_seam(
-    module: str, dist: str, old: str, needs: str
+    monkeypatch: pytest.MonkeyPatch,
+    module: str,
+    dist: str,
+    old: str,
+    low: str,
+    high: str,
+    extra: str,
 ) -> None:
-    """Importing the adapter with ``dist`` reported at ``old`` (in a fresh interpreter) fails
-    before the framework is touched, naming the version, the range and the extra."""
-    pytest.importorskip(needs)
-    code = (
-        "import importlib.metadata as md\n"
-        "real = md.version\n"
-        f"md.version = lambda d: {old!r} if d == {dist!r} else real(d)\n"
-        f"import {module}\n"
-    )
-    env = {**os.environ, "PYTHONPATH": str(SRC)}
-    done = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120
-    )
-    assert done.returncode == 1
-    last = done.stderr.strip().splitlines()[-1]
-    assert last.startswith("memlane.integrations._base.UnsupportedFramework: "), last
-    assert f"{dist} {old} is not supported" in last and "pip install 'memlane[" in last, last
+    """Importing the adapter with ``dist`` reported at ``old`` fails, naming the version, the
+    range and the extra (tests/version_support.py)."""
+    assert_refused(monkeypatch, module, dist=dist, version=old, low=low, high=high, extra=extra)

@@ -16,9 +16,11 @@ owner``, else ``default``) decides. An adapter never makes an owner up.
 from __future__ import annotations
 
 import importlib.metadata
-import re
 from collections.abc import Iterable, Mapping
 from typing import Any
+
+from packaging.specifiers import SpecifierSet
+from packaging.version import InvalidVersion, Version
 
 from memlane.integrations._client import (
     OWNER_KEYS,
@@ -55,26 +57,37 @@ class UnsupportedFramework(ImportError):
     message names the package, the version found and the supported range."""
 
 
-def _version_tuple(text: str) -> tuple[int, ...]:
-    return tuple(int(p) for p in re.findall(r"\d+", text.split("+")[0])[:3])
-
-
 def require(dist: str, low: str, high: str, extra: str) -> str:
-    """The installed version of ``dist`` when ``low <= version < high``.
+    """The installed version of ``dist`` when it is in ``>=low,<high`` (PEP 440, compared by
+    :mod:`packaging`).
+
+    Which versions are in the range:
+
+    - a local version (``1.62.0+abc``, a vendor's own build) counts as its public version
+      (``1.62.0``);
+    - a pre-release or dev release (``1.60.0rc1``, ``1.60.0.dev3``) inside the range is
+      accepted, but one of the lower bound (``1.54.0rc1`` for ``>=1.54``) comes before that
+      release and is refused, and so is one of the upper bound (``2.0.0rc1``, ``2.0.0.dev1``
+      for ``<2``): the next release's pre-releases already carry its changes;
+    - a version that is not PEP 440 (pip has refused to install one since 24.1) is refused.
 
     Raises:
         UnsupportedFramework: ``dist`` is not installed, or its version is out of the range
             (``pip install 'memlane[EXTRA]'`` installs a supported one).
     """
-    fix = f"pip install 'memlane[{extra}]' (supported: {dist} >={low},<{high})"
+    supported = f">={low},<{high}"
+    fix = f"pip install 'memlane[{extra}]' (supported: {dist} {supported})"
     try:
         found = importlib.metadata.version(dist)
     except importlib.metadata.PackageNotFoundError:
         raise UnsupportedFramework(f"{dist} is not installed; {fix}") from None
-    if not _version_tuple(low) <= _version_tuple(found) < _version_tuple(high):
+    try:
+        ok = SpecifierSet(supported).contains(Version(found), prereleases=True)
+    except InvalidVersion:
+        ok = False
+    if not ok:
         raise UnsupportedFramework(
-            f"{dist} {found} is not supported: memlane's adapter needs {dist} >={low},<{high}; "
-            f"{fix}"
+            f"{dist} {found} is not supported: memlane's adapter needs {dist} {supported}; {fix}"
         )
     return found
 
