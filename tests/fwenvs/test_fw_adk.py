@@ -7,7 +7,6 @@ injection tool in the agent's tools."""
 from __future__ import annotations
 
 import asyncio
-import importlib.metadata
 import json
 import subprocess
 import sys
@@ -53,6 +52,7 @@ from memlane.config import LLMSettings
 from memlane.integrations import connect
 from memlane.integrations.adk import MemlaneMemoryService
 from memlane.llm import make_llm
+from version_support import assert_refused
 
 APP = "memlane-test"
 
@@ -281,27 +281,21 @@ def test_add_session_to_memory_without_an_llm_says_how_to_configure_one(
         chat.loop.run(chat.service.add_session_to_memory(chat.stored()))
 
 
-def test_an_adk_outside_the_range_is_refused_naming_the_extra(tmp_path: Path) -> None:
-    """ADK 1.x (``ToolContext`` before 2.0's ``Context``) or a future 3.x: importing the adapter
-    raises UnsupportedFramework naming the version, the range and the extra."""
-    fake = tmp_path / "google_adk-1.18.0.dist-info"
-    fake.mkdir()
-    (fake / "METADATA").write_text("Metadata-Version: 2.1\nName: google-adk\nVersion: 1.18.0\n")
-    code = (
-        "import sys; sys.path.insert(0, sys.argv[1])\n"
-        "from memlane.integrations.adk import MemlaneMemoryService\n"
+@pytest.mark.parametrize("version", ["1.18.0", "3.0.0rc1"])
+def test_an_adk_outside_the_range_is_refused_naming_the_extra(
+    monkeypatch: pytest.MonkeyPatch, version: str
+) -> None:
+    """ADK 1.x (``ToolContext`` before 2.0's ``Context``) or a pre-release of 3: importing the
+    adapter raises UnsupportedFramework naming the version, the range and the extra."""
+    assert_refused(
+        monkeypatch,
+        "memlane.integrations.adk",
+        dist="google-adk",
+        version=version,
+        low="2.0",
+        high="3",
+        extra="adk",
     )
-    done = subprocess.run(
-        [sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, timeout=120
-    )
-    assert done.returncode == 1
-    last = done.stderr.strip().splitlines()[-1]
-    assert last == (
-        "memlane.integrations._base.UnsupportedFramework: google-adk 1.18.0 is not supported: "
-        "memlane's adapter needs google-adk >=2.0,<3; pip install 'memlane[adk]' "
-        "(supported: google-adk >=2.0,<3)"
-    ), last
-    assert importlib.metadata.version("google-adk") == "2.13.0"
 
 
 def test_the_docs_example_runs(model: FakeModel, tmp_path: Path) -> None:

@@ -10,9 +10,6 @@ memory twice."""
 from __future__ import annotations
 
 import asyncio
-import importlib.metadata
-import subprocess
-import sys
 from collections.abc import Iterator
 from contextlib import closing
 from pathlib import Path
@@ -56,6 +53,7 @@ from memlane import MemoryEngine
 from memlane.history import INJECTION_BLOCK_PREFIX
 from memlane.integrations import connect
 from memlane.integrations.autogen import MemlaneMemory
+from version_support import assert_refused
 
 
 async def lookup(topic: str) -> str:
@@ -246,32 +244,25 @@ def test_clear_forgets_the_scopes_memories_only(engine: MemoryEngine, chat: Chat
     assert [m.content for m in engine.list(owner="bob")] == [BOBS]
 
 
-@pytest.mark.parametrize("version", ["0.4.2", "0.8.0"])
+@pytest.mark.parametrize(
+    ("dist", "version"),
+    [("autogen-core", "0.4.2"), ("autogen-core", "0.8.0"), ("autogen-agentchat", "0.8.0")],
+)
 def test_an_autogen_outside_the_range_is_refused_naming_the_extra(
-    tmp_path: Path, version: str
+    monkeypatch: pytest.MonkeyPatch, dist: str, version: str
 ) -> None:
-    """autogen-core 0.4.2 (before ``autogen_core.memory``, new in 0.4.3) or a future 0.8:
-    importing the adapter raises UnsupportedFramework naming the version, range and extra."""
-    fake = tmp_path / f"autogen_core-{version}.dist-info"
-    fake.mkdir()
-    (fake / "METADATA").write_text(
-        f"Metadata-Version: 2.1\nName: autogen-core\nVersion: {version}\n"
+    """autogen-core 0.4.2 (before ``autogen_core.memory``, new in 0.4.3) or a future 0.8 of
+    either package: importing the adapter raises UnsupportedFramework naming the package, the
+    version, the range and the extra."""
+    assert_refused(
+        monkeypatch,
+        "memlane.integrations.autogen",
+        dist=dist,
+        version=version,
+        low="0.4.3",
+        high="0.8",
+        extra="autogen",
     )
-    code = (
-        "import sys; sys.path.insert(0, sys.argv[1])\n"
-        "from memlane.integrations.autogen import MemlaneMemory\n"
-    )
-    done = subprocess.run(
-        [sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, timeout=120
-    )
-    assert done.returncode == 1
-    last = done.stderr.strip().splitlines()[-1]
-    assert last == (
-        f"memlane.integrations._base.UnsupportedFramework: autogen-core {version} is not "
-        "supported: memlane's adapter needs autogen-core >=0.4.3,<0.8; pip install "
-        "'memlane[autogen]' (supported: autogen-core >=0.4.3,<0.8)"
-    ), last
-    assert importlib.metadata.version("autogen-core") == "0.7.5"
 
 
 def test_the_adapter_over_a_memlane_serve_url(model: FakeModel, tmp_path: Path) -> None:

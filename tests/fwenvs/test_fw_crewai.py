@@ -82,8 +82,9 @@ from fw_support import (  # noqa: E402
 )
 from memlane import MemoryEngine  # noqa: E402
 from memlane.history import INJECTION_BLOCK_PREFIX  # noqa: E402
-from memlane.integrations import UnsupportedFramework, connect  # noqa: E402
+from memlane.integrations import connect  # noqa: E402
 from memlane.integrations.crewai import MemlaneHooks  # noqa: E402
+from version_support import assert_refused  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 #: CrewAI 1.15 reads its own deprecated fields (``function_calling_llm``,
@@ -341,22 +342,20 @@ def test_a_memlane_error_leaves_the_call_without_memories(
         chat.close()
 
 
-def test_an_unsupported_crewai_is_named_with_the_fix(monkeypatch: pytest.MonkeyPatch) -> None:
-    import importlib
-    import importlib.metadata
-
-    real = importlib.metadata.version
-    monkeypatch.setattr(
-        importlib.metadata,
-        "version",
-        lambda dist: "0.203.1" if dist == "crewai" else real(dist),
-    )
-    monkeypatch.delitem(sys.modules, "memlane.integrations.crewai")
-    with pytest.raises(UnsupportedFramework) as refused:
-        importlib.import_module("memlane.integrations.crewai")
-    assert str(refused.value) == (
-        "crewai 0.203.1 is not supported: memlane's adapter needs crewai >=1.15,<2; "
-        "pip install 'memlane[crewai]' (supported: crewai >=1.15,<2)"
+@pytest.mark.parametrize("version", ["0.203.1", "2.0.0rc1"])
+def test_an_unsupported_crewai_is_named_with_the_fix(
+    monkeypatch: pytest.MonkeyPatch, version: str
+) -> None:
+    """CrewAI 0.x (below the range, docs/frameworks.md) or a pre-release of 2: importing the
+    adapter raises UnsupportedFramework naming the version, the range and the extra."""
+    assert_refused(
+        monkeypatch,
+        "memlane.integrations.crewai",
+        dist="crewai",
+        version=version,
+        low="1.15",
+        high="2",
+        extra="crewai",
     )
 
 

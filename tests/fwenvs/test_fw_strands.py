@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import sys
 from contextlib import closing
 from pathlib import Path
 from typing import Any
@@ -50,9 +49,10 @@ from llm_server import Reply, Script, serve
 from memlane import MemoryEngine
 from memlane.config import LLMSettings
 from memlane.errors import ConfigError
-from memlane.integrations import UnsupportedFramework, connect
+from memlane.integrations import connect
 from memlane.integrations.strands import MemlaneStore
 from memlane.llm import make_llm
+from version_support import assert_refused
 
 
 @tool(name=TOOL)
@@ -203,24 +203,20 @@ def test_no_request_holds_a_memory_twice_with_strands_own_search_tool(
         assert memory_counts(body, [DEPLOY])[DEPLOY] == 1
 
 
-def test_an_unsupported_strands_is_named_with_the_fix(monkeypatch: pytest.MonkeyPatch) -> None:
-    """An installed strands-agents outside the range (1.53 has no ``Agent.session_id``) fails
-    the import with the version, the range and the extra."""
-    import importlib
-    import importlib.metadata
-
-    real = importlib.metadata.version
-    monkeypatch.setattr(
-        importlib.metadata,
-        "version",
-        lambda dist: "1.53.0" if dist == "strands-agents" else real(dist),
-    )
-    monkeypatch.delitem(sys.modules, "memlane.integrations.strands")
-    with pytest.raises(UnsupportedFramework) as refused:
-        importlib.import_module("memlane.integrations.strands")
-    assert str(refused.value) == (
-        "strands-agents 1.53.0 is not supported: memlane's adapter needs strands-agents "
-        ">=1.54,<2; pip install 'memlane[strands]' (supported: strands-agents >=1.54,<2)"
+@pytest.mark.parametrize("version", ["1.53.0", "2.0.0"])
+def test_an_unsupported_strands_is_named_with_the_fix(
+    monkeypatch: pytest.MonkeyPatch, version: str
+) -> None:
+    """An installed strands-agents outside the range (1.53 has no ``Agent.session_id``; a
+    future 2.0) fails the import with the version, the range and the extra."""
+    assert_refused(
+        monkeypatch,
+        "memlane.integrations.strands",
+        dist="strands-agents",
+        version=version,
+        low="1.54",
+        high="2",
+        extra="strands",
     )
 
 
