@@ -101,13 +101,29 @@ def test_a_long_hit_must_be_the_best_cosine_or_near_the_best_bm25() -> None:
     ok, rule = judge(both, 0.68, 3.0, ev, cfg, long=True)
     assert not ok and rule.startswith("cut: it is long") and "else kept: both legs" in rule
     assert decide(both, 0.68, 3.0, ev, cfg, long=True) == (False, "long")
-    ok, rule = judge(both, 0.68, 0.7 * 6.0, ev, cfg, long=True)
-    assert ok and rule.endswith("long, and the best cosine or BM25 >= 0.7 x the best")
+    ok, rule = judge(both, 0.68, 0.9 * 6.0, ev, cfg, long=True)
+    assert ok and rule.endswith("long, and the best cosine or BM25 >= 0.9 x the best")
     assert judge({"vector": 1}, 0.70, None, ev, cfg, long=True)[0]  # the best cosine
     # a rule that cuts it already says so, not the long bar
     ok, rule = judge({"vector": 9}, 0.45, None, ev, cfg, long=True)
     assert not ok and rule.startswith("cut: only the vector leg")
     assert judge(both, 0.30, 0.1, ev, _cfg(cut=False), long=True)[0]
+
+
+def test_a_short_hit_a_long_answer_follows_is_let_in() -> None:
+    """A short hit the rules cut enters when the long hit right after it in its session was
+    found too (``answered``): the block holds the user's words for the long answer; not when
+    ``cut_answered`` is off, and a kept hit keeps its own rule."""
+    cfg = _cfg()
+    ev = LegScores(top_bm25=6.0, best_cosine=0.70)
+    far = {"vector": 9}
+    assert not judge(far, 0.45, None, ev, cfg)[0]
+    ok, rule = judge(far, 0.45, None, ev, cfg, answered=True)
+    assert ok and rule.startswith("kept: the long memory right after it in its session")
+    assert "else cut: only the vector leg found it (#9)" in rule
+    assert decide(far, 0.45, None, ev, cfg, answered=True) == (True, "answered")
+    assert not judge(far, 0.45, None, ev, _cfg(cut_answered=False), answered=True)[0]
+    assert decide({"vector": 1}, 0.70, None, ev, cfg, answered=True) == (True, "vector")
 
 
 def test_the_cut_can_be_turned_off() -> None:

@@ -404,3 +404,29 @@ def test_a_long_memory_takes_no_place_in_a_ranked_leg(make_engine: MakeEngine) -
     for text in (DARK, BASEMENT, TEA):
         engine.add(text, owner="bob")
     assert [h.ranks for h in search(engine, owner="bob")] == [{"vector": 1, "fts": 1}]
+
+
+def test_the_message_a_long_hit_answers_is_marked_answered(make_engine: MakeEngine) -> None:
+    """In a chat stored message by message, the short message right before a long hit in its
+    session (the message the long answer answers) is marked ``answered`` when it is a hit too,
+    for the injection's cut; not one in another session, not a long one, and nothing at all in
+    a store without long memories."""
+    from memlane.retrieval import LegScores
+
+    answer = "assistant: " + " ".join(f"dark mode editor preference {w}" for w in ["a", "b"] * 40)
+    engine = make_engine(retrieval={"floor_relative": 0.0, "floor_absolute": -1.0})
+    asked = engine.add("user: which editor theme should I use at night?", session="s1").memory.id
+    long_id = engine.add(answer, session="s1").memory.id
+    engine.add(BASEMENT, session="s2")
+    other = engine.add(TEA, session="s2").memory.id  # right before nothing long
+    ev = LegScores()
+    hits = engine.retriever.search(QUERY, evidence=ev, record_access=False)
+    assert {asked, long_id, other} <= {h.memory.id for h in hits}
+    assert ev.long == {long_id}
+    assert ev.answered == {asked}
+    # short memories only: nothing is long, nothing is answered
+    for text in (DARK, BASEMENT, TEA):
+        engine.add(text, owner="bob", session="s1")
+    ev = LegScores()
+    engine.retriever.search(QUERY, owner="bob", evidence=ev, record_access=False)
+    assert ev.long == frozenset() and ev.answered == frozenset()

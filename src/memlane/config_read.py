@@ -111,9 +111,12 @@ class InjectionSettings(_Section):
     cut_both_cosine_gap: float = Field(default=MINILM.cut_both_cosine_gap, ge=0, le=2)
     cut_both_bm25_relative: float = Field(default=0.45, ge=0, le=1)
     #: A long hit (over ``[retrieval] long_words`` words) that a rule above keeps must also be
-    #: the best cosine or hold BM25 >= this x the best (BEAM 100K chats 1-10: 0.6 / 0.7 / 0.8 ->
-    #: 10.1 / 9.0 / 7.9 items, recall 0.586 / 0.583 / 0.569; 1 = only the best BM25 or cosine).
-    cut_long_bm25_relative: float = Field(default=0.7, ge=0, le=1)
+    #: the best cosine or hold BM25 >= this x the best (docs/replay.md, "BEAM, third look";
+    #: 1 = only the best BM25 or cosine).
+    cut_long_bm25_relative: float = Field(default=0.9, ge=0, le=1)
+    #: A short hit cut above enters when the memory right after it in its session is a long
+    #: candidate (the message that long answer answers; docs/injection.md, "The cut").
+    cut_answered: bool = True
 
     @field_validator("pinned_types", mode="before")
     @classmethod

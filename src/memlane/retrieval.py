@@ -40,7 +40,7 @@ from memlane._text import STOP_WORDS, words
 from memlane.config import RetrievalSettings
 from memlane.embeddings.cache import Embeddings
 from memlane.errors import InvalidArgument
-from memlane.retrieval_long import leg_places, long_memories
+from memlane.retrieval_long import answered, leg_places, long_memories
 from memlane.retrieval_neighbours import neighbours_in_time
 from memlane.store.base import (
     MemoryStore,
@@ -140,12 +140,15 @@ class LegScores:
     that half of the owner's memories hold scores about ln 2 = 0.69 at average length),
     ``top_bm25`` (the best of them, 0 when the leg found nothing), ``best_cosine`` (the best
     cosine of any candidate to the query, the relevance floor's reference; 0 when none), ``long``
-    (the ids of the candidates of more than ``long_words`` words; empty for a leg alone)."""
+    (the ids of the candidates of more than ``long_words`` words; empty for a leg alone),
+    ``answered`` (the short hits right before a long hit in its session:
+    :func:`memlane.retrieval_long.answered`)."""
 
     bm25: dict[str, float] = field(default_factory=dict)
     top_bm25: float = 0.0
     best_cosine: float = 0.0
     long: frozenset[str] = frozenset()
+    answered: frozenset[str] = frozenset()
 
 
 #: How many of the scope's most recent expired memories ``include_inactive`` ranks (by cosine).
@@ -406,6 +409,9 @@ def _search(
         )
     allowed = (Status.ACTIVE, Status.SUPERSEDED) if include_inactive else (Status.ACTIVE,)
     hits = _read_hits(q, ranks, scores, cosine, limit, recipe.floor, allowed, known)
+    if evidence is not None and evidence.long:  # among the hits: what the cut is given
+        ids = [h.memory.id for h in hits]
+        evidence.answered = answered(q.store, owner, known, ids, evidence.long.intersection(ids))
     if record_access and hits:
         store.record_access(owner, [h.memory.id for h in hits])
     return hits

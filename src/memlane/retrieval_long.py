@@ -1,7 +1,8 @@
 """Long memories in the hybrid search (:mod:`memlane.retrieval`): a memory of more than
 ``[retrieval] long_words`` words (a chat's long assistant answers stored as memories) weighs
 ``long_weight`` in the fusion, takes none of a ranked leg's places, and the injection's cut asks
-more of it (:mod:`memlane.injection.cut`). Its vector reads only the embedding model's first
+more of it (:mod:`memlane.injection.cut`), and lets in the short message right before it in
+its session (the message it answers) when that one is a candidate too. Its vector reads only the embedding model's first
 window, which is near any question of the chat, and its many words match any question: on BEAM
 100K chats 1-10 the long answers filled the legs and pushed out the short messages that hold
 most of the evidence (docs/replay.md, "Injection precision"). Kept apart from the fusion so that
@@ -9,6 +10,7 @@ each module stays one concern."""
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Sequence
 
 from memlane.store.base import SearchReads
@@ -66,3 +68,36 @@ def long_memories(
     return frozenset(
         mid for mid in ids if (memory := known.get(mid)) is not None and is_long(memory, long_words)
     )
+
+
+def answered(
+    store: SearchReads,
+    owner: str,
+    known: dict[str, Memory],
+    candidates: Sequence[str],
+    long: frozenset[str],
+) -> frozenset[str]:
+    """The short ``candidates`` that come right before a ``long`` candidate in its session: in
+    a chat stored message by message, the message that a long answer answers. The answer's
+    vector reads only its start, which takes up that message, and its many words match the
+    question; so its being a candidate is evidence for the message before it, which says the
+    same in far fewer words (the injection's cut lets it in: :mod:`memlane.injection.cut`).
+    Ids are UUIDv7, so sorting a session's ids sorts them by creation time; one read of each
+    session that holds a long candidate (none without long candidates)."""
+    pool = set(candidates)
+    found: set[str] = set()
+    sessions: dict[str, list[str]] = {}
+    for mid in long:
+        memory = known.get(mid)
+        if memory is None or not memory.session:
+            continue
+        row = sessions.get(memory.session)
+        if row is None:
+            row = sessions[memory.session] = sorted(
+                store.session_memory_ids(owner, memory.session, None)
+            )
+        at = bisect.bisect_left(row, mid)
+        before = row[at - 1] if 0 < at < len(row) and row[at] == mid else None
+        if before in pool and before not in long:
+            found.add(before)
+    return frozenset(found)

@@ -24,7 +24,12 @@ So the cut weighs each hit by the legs' own scores (:class:`memlane.retrieval.Le
   ``cut_long_bm25_relative`` times the query's best BM25. Its vector reads only the model's
   first window, which is near any question of the chat, and its many words match any question
   (BEAM 100K chats 1-10: 1.9 % of the long candidates cite the question's evidence, 11 % of the
-  short ones). A store without long memories is cut exactly as before.
+  short ones). A store without long memories is cut exactly as before;
+- a short hit that a rule above cuts is kept when the memory right after it in its session is a
+  long candidate (``[injection] cut_answered``): in a chat stored message by message that is
+  the message the long answer answers, and the answer's being found is evidence for it (the
+  answer's vector reads only its start, which takes up the message). The block then holds the
+  user's words instead of the long answer (:func:`memlane.retrieval_long.answered`).
 
 A focused question has one or two strong hits and the rest fall away; a broad one has many hits
 near the best, and they stay: the cut adapts to the query. ``cut = false`` turns it off (the
@@ -73,19 +78,23 @@ def decide(
     evidence: LegScores,
     cfg: InjectionSettings,
     long: bool = False,
+    answered: bool = False,
 ) -> tuple[bool, str]:
-    """Whether a hit with these ``ranks`` (leg -> rank), ``cosine`` and ``bm25`` (and ``long``:
-    more than ``long_words`` words) enters the block of a query whose legs scored ``evidence``,
-    and which rule decided: ``"off"`` (the cut is off), ``"both"`` (both ranked legs found it),
-    ``"fts"`` (only full text), ``"vector"`` (only the vector, neighbour or graph leg),
-    ``"long"`` (one of those kept a long hit, and the long hit's bar cut it). Only comparisons:
-    this runs for every candidate of every turn; :func:`reason` puts a decision in words when
-    someone reads it."""
+    """Whether a hit with these ``ranks`` (leg -> rank), ``cosine`` and ``bm25`` (``long``: more
+    than ``long_words`` words; ``answered``: a long candidate comes right after it in its
+    session) enters the block of a query whose legs scored ``evidence``, and which rule
+    decided: ``"off"`` (the cut is off), ``"both"`` (both ranked legs found it), ``"fts"`` (only
+    full text), ``"vector"`` (only the vector, neighbour or graph leg), ``"long"`` (one of those
+    kept a long hit, and the long hit's bar cut it), ``"answered"`` (one of those cut it, and
+    its long answer let it in). Only comparisons: this runs for every candidate of every turn;
+    :func:`reason` puts a decision in words when someone reads it."""
     if not cfg.cut:
         return True, "off"
     kept, rule = _decide(ranks, cosine, bm25, evidence, cfg)
     if kept and long and not _long_strong(cosine, bm25, evidence, cfg):
         return False, "long"
+    if not kept and answered and cfg.cut_answered:
+        return True, "answered"
     return kept, rule
 
 
@@ -131,6 +140,13 @@ def reason(
     best_cos, top = evidence.best_cosine, evidence.top_bm25
     if rule == "off":
         return "kept: the cut is off (cut = false)"
+    if rule == "answered":
+        first = _reason(False, _decide(ranks, cosine, bm25, evidence, cfg)[1], ranks, cosine,
+                        bm25, evidence, cfg)  # fmt: skip
+        return (
+            "kept: the long memory right after it in its session (its answer) was found too; "
+            f"else {first}"
+        )
     if rule == "long":
         first = reason(True, _decide(ranks, cosine, bm25, evidence, cfg)[1], ranks, cosine, bm25,
                        evidence, cfg)  # fmt: skip
@@ -206,11 +222,12 @@ def judge(
     evidence: LegScores,
     cfg: InjectionSettings,
     long: bool = False,
+    answered: bool = False,
 ) -> tuple[bool, str]:
-    """Whether a hit with these ``ranks`` (leg -> rank), ``cosine`` and ``bm25`` (``long``: more
-    than ``long_words`` words) enters the block of a query whose legs scored ``evidence``; and
-    the rule, in words (:func:`decide` then :func:`reason`)."""
-    kept, rule = decide(ranks, cosine, bm25, evidence, cfg, long)
+    """Whether a hit with these ``ranks`` (leg -> rank), ``cosine`` and ``bm25`` (``long``,
+    ``answered``: as for :func:`decide`) enters the block of a query whose legs scored
+    ``evidence``; and the rule, in words (:func:`decide` then :func:`reason`)."""
+    kept, rule = decide(ranks, cosine, bm25, evidence, cfg, long, answered)
     return kept, reason(kept, rule, ranks, cosine, bm25, evidence, cfg, long)
 
 
@@ -223,8 +240,8 @@ def cut(
     notes = _COLLECT.get()
     for hit in hits:
         bm25 = evidence.bm25.get(hit.memory.id)
-        long = hit.memory.id in evidence.long
-        ok, rule = decide(hit.ranks, hit.similarity, bm25, evidence, cfg, long)
+        long, answered = hit.memory.id in evidence.long, hit.memory.id in evidence.answered
+        ok, rule = decide(hit.ranks, hit.similarity, bm25, evidence, cfg, long, answered)
         if ok:
             kept.append(hit)
         if notes is not None:  # words only for a reader (inject --explain, the sessions page)
