@@ -473,6 +473,22 @@ def check_secrets_off_disk(home: Path, door: str) -> None:
         assert leaks(h, [door]) == {}, (h, leaks(h, [door]))
 
 
+def check_secrets_through(
+    model: FakeModel, home: Path, over: str, door: str, chat_of: Callable[[Any], Any]
+) -> None:
+    """:func:`tell_secrets` through a framework's agent (``chat_of(memory)``: an object with
+    ``ask(text)`` and ``close()``, over the memory :func:`memlane_at` gives for ``over``), then
+    :func:`check_secrets_off_disk` with the store open (its WAL is read too) and closed."""
+    with memlane_at(home, over) as memory:
+        chat = chat_of(memory)
+        try:
+            tell_secrets(model, chat.ask, door)
+            check_secrets_off_disk(home, door)
+        finally:
+            chat.close()
+    check_secrets_off_disk(home, door)
+
+
 # ---------------------------------------------------------------------- docs/frameworks.md
 def run_docs_example(title: str, model: FakeModel, tmp_path: Path) -> None:
     """docs/frameworks.md's example under ``### title``, run with this interpreter as

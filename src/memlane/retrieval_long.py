@@ -10,9 +10,9 @@ each module stays one concern."""
 
 from __future__ import annotations
 
-import bisect
 from collections.abc import Sequence
 
+from memlane.retrieval_neighbours import in_session
 from memlane.store.base import SearchReads
 from memlane.types import Memory
 
@@ -82,22 +82,14 @@ def answered(
     vector reads only its start, which takes up that message, and its many words match the
     question; so its being a candidate is evidence for the message before it, which says the
     same in far fewer words (the injection's cut lets it in: :mod:`memlane.injection.cut`).
-    Ids are UUIDv7, so sorting a session's ids sorts them by creation time; one read of each
-    session that holds a long candidate (none without long candidates)."""
+    One read of each session that holds a long candidate (none without long candidates:
+    :func:`memlane.retrieval_neighbours.in_session`)."""
     pool = set(candidates)
     found: set[str] = set()
     sessions: dict[str, list[str]] = {}
     for mid in long:
-        memory = known.get(mid)
-        if memory is None or not memory.session:
-            continue
-        row = sessions.get(memory.session)
-        if row is None:
-            row = sessions[memory.session] = sorted(
-                store.session_memory_ids(owner, memory.session, None)
-            )
-        at = bisect.bisect_left(row, mid)
-        before = row[at - 1] if 0 < at < len(row) and row[at] == mid else None
+        place = in_session(store, owner, known.get(mid), sessions)
+        before = place[0][place[1] - 1] if place and place[1] > 0 else None
         if before in pool and before not in long:
             found.add(before)
     return frozenset(found)

@@ -12,6 +12,24 @@ from memlane.store.base import SearchReads
 from memlane.types import Memory
 
 
+def in_session(
+    store: SearchReads, owner: str, memory: Memory | None, sessions: dict[str, list[str]]
+) -> tuple[list[str], int] | None:
+    """Where ``memory`` stands in its session: the ids of ``owner``'s active memories of that
+    session in creation order (ids are UUIDv7, so sorting them sorts by creation time; each
+    session read once into ``sessions``, session -> ids) and its index there. ``None`` for no
+    memory, one without a session, or one no longer active."""
+    if memory is None or not memory.session:
+        return None
+    row = sessions.get(memory.session)
+    if row is None:
+        row = sessions[memory.session] = sorted(
+            store.session_memory_ids(owner, memory.session, None)
+        )
+    at = bisect.bisect_left(row, memory.id)
+    return (row, at) if at < len(row) and row[at] == memory.id else None
+
+
 def neighbours_in_time(
     store: SearchReads,
     owner: str,
@@ -32,16 +50,10 @@ def neighbours_in_time(
     found: dict[str, float] = {}
     for seed in seeds:
         memory = seed_memories.get(seed)
-        if memory is None or not memory.session:
+        place = in_session(store, owner, memory, sessions)
+        if place is None:
             continue
-        row = sessions.get(memory.session)
-        if row is None:
-            row = sessions[memory.session] = sorted(
-                store.session_memory_ids(owner, memory.session, None)
-            )
-        at = bisect.bisect_left(row, seed)
-        if at >= len(row) or row[at] != seed:
-            continue
+        row, at = place
         for other in row[max(0, at - 1) : at] + row[at + 1 : at + 2]:
             if other not in scores:
                 found[other] = max(found.get(other, 0.0), cfg.neighbour_weight * scores[seed])

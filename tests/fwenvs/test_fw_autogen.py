@@ -38,15 +38,13 @@ from fw_support import (
     check_bob,
     check_page_rows,
     check_remember,
-    check_secrets_off_disk,
-    memlane_at,
+    check_secrets_through,
     memlane_serve,
     memory_counts,
     open_engine,
     open_engine_as_is,
     request_text,
     run_docs_example,
-    tell_secrets,
     user_messages,
 )
 from memlane import MemoryEngine
@@ -361,12 +359,4 @@ def test_no_secret_or_private_text_reaches_the_disk(
     ``memlane serve``: the memory is stored redacted, the private text dropped, and no file
     under the home holds either, the store open or closed (fw_support.check_secrets_off_disk;
     tests/test_privacy_doors.py scans the other doors)."""
-    door = f"autogen-{over}"
-    with memlane_at(tmp_path, over) as memory:
-        chat = Chat(model, memory)
-        try:
-            tell_secrets(model, chat.ask, door)
-            check_secrets_off_disk(tmp_path, door)  # the store still open: its WAL is read too
-        finally:
-            chat.close()
-    check_secrets_off_disk(tmp_path, door)
+    check_secrets_through(model, tmp_path, over, f"autogen-{over}", lambda m: Chat(model, m))

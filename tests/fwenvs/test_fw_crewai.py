@@ -69,15 +69,13 @@ from fw_support import (  # noqa: E402
     FakeModel,
     check_bob,
     check_remember,
-    check_secrets_off_disk,
+    check_secrets_through,
     check_turn,
-    memlane_at,
     memlane_serve,
     memory_counts,
     open_engine,
     open_engine_as_is,
     run_scenario,
-    tell_secrets,
     tool_replies,
 )
 from memlane import MemoryEngine  # noqa: E402
@@ -390,12 +388,4 @@ def test_no_secret_or_private_text_reaches_the_disk(
     ``memlane serve``: the memory is stored redacted, the private text dropped, and no file
     under the home holds either, the store open or closed (fw_support.check_secrets_off_disk;
     tests/test_privacy_doors.py scans the other doors)."""
-    door = f"crewai-{over}"
-    with memlane_at(tmp_path, over) as memory:
-        chat = Chat(model, memory)
-        try:
-            tell_secrets(model, chat.ask, door)
-            check_secrets_off_disk(tmp_path, door)  # the store still open: its WAL is read too
-        finally:
-            chat.close()
-    check_secrets_off_disk(tmp_path, door)
+    check_secrets_through(model, tmp_path, over, f"crewai-{over}", lambda m: Chat(model, m))

@@ -32,9 +32,8 @@ from fw_support import (
     check_bob,
     check_page_rows,
     check_remember,
-    check_secrets_off_disk,
+    check_secrets_through,
     check_turn,
-    memlane_at,
     memlane_serve,
     memory_counts,
     open_engine,
@@ -43,7 +42,6 @@ from fw_support import (
     run_docs_example,
     run_scenario,
     seed,
-    tell_secrets,
 )
 from llm_server import Reply, Script, serve
 from memlane import MemoryEngine
@@ -283,12 +281,4 @@ def test_no_secret_or_private_text_reaches_the_disk(
     ``memlane serve``: the memory is stored redacted, the private text dropped, and no file
     under the home holds either, the store open or closed (fw_support.check_secrets_off_disk;
     tests/test_privacy_doors.py scans the other doors)."""
-    door = f"strands-{over}"
-    with memlane_at(tmp_path, over) as memory:
-        chat = Chat(model, memory)
-        try:
-            tell_secrets(model, chat.ask, door)
-            check_secrets_off_disk(tmp_path, door)  # the store still open: its WAL is read too
-        finally:
-            chat.close()
-    check_secrets_off_disk(tmp_path, door)
+    check_secrets_through(model, tmp_path, over, f"strands-{over}", lambda m: Chat(model, m))
