@@ -99,7 +99,9 @@ def test_a_long_hit_must_be_the_best_cosine_or_near_the_best_bm25() -> None:
     both = {"vector": 2, "fts": 3}
     assert judge(both, 0.68, 3.0, ev, cfg)[0]  # short: within the both-legs gap
     ok, rule = judge(both, 0.68, 3.0, ev, cfg, long=True)
-    assert not ok and rule.startswith("cut: it is long") and "else kept: both legs" in rule
+    assert (
+        not ok and rule.startswith("cut: it is long") and "; without that, kept: both legs" in rule
+    )
     assert decide(both, 0.68, 3.0, ev, cfg, long=True) == (False, "long")
     ok, rule = judge(both, 0.68, 0.9 * 6.0, ev, cfg, long=True)
     assert ok and rule.endswith("long, and the best cosine or BM25 >= 0.9 x the best")
@@ -120,7 +122,7 @@ def test_a_short_hit_a_long_answer_follows_is_let_in() -> None:
     assert not judge(far, 0.45, None, ev, cfg)[0]
     ok, rule = judge(far, 0.45, None, ev, cfg, answered=True)
     assert ok and rule.startswith("kept: the long memory right after it in its session")
-    assert "else cut: only the vector leg found it (#9)" in rule
+    assert "; without that, cut: only the vector leg found it (#9)" in rule
     assert decide(far, 0.45, None, ev, cfg, answered=True) == (True, "answered")
     assert not judge(far, 0.45, None, ev, _cfg(cut_answered=False), answered=True)[0]
     assert decide({"vector": 1}, 0.70, None, ev, cfg, answered=True) == (True, "vector")

@@ -145,7 +145,7 @@ def reason(
                         bm25, evidence, cfg)  # fmt: skip
         return (
             "kept: the long memory right after it in its session (its answer) was found too; "
-            f"else {first}"
+            f"without that, {first}"
         )
     if rule == "long":
         first = reason(True, _decide(ranks, cosine, bm25, evidence, cfg)[1], ranks, cosine, bm25,
@@ -153,7 +153,7 @@ def reason(
         return (
             f"cut: it is long (over long_words words) and neither the best cosine ({best_cos:.3f}; "
             f"its {cosine:.3f}) nor BM25 {cfg.cut_long_bm25_relative:g} x the best ({top:.2f}; "
-            f"its {bm25 or 0.0:.2f}); else {first}"
+            f"its {bm25 or 0.0:.2f}); without that, {first}"
         )
     words = _reason(kept, rule, ranks, cosine, bm25, evidence, cfg)
     if kept and long:
