@@ -40,7 +40,7 @@ from memlane._text import STOP_WORDS, words
 from memlane.config import RetrievalSettings
 from memlane.embeddings.cache import Embeddings
 from memlane.errors import InvalidArgument
-from memlane.retrieval_long import answered, leg_places, long_memories
+from memlane.retrieval_long import answered, long_memories, ranked_leg
 from memlane.retrieval_neighbours import neighbours_in_time
 from memlane.store.base import (
     MemoryStore,
@@ -50,6 +50,7 @@ from memlane.store.base import (
     Vector,
     VectorAsk,
 )
+from memlane.store.records import ScoredId
 from memlane.types import Memory, MemoryType, SearchHit, Status, parse_type
 
 MODES = ("hybrid", "vector", "fts")
@@ -227,23 +228,26 @@ class _Query:
     project: str | None = None
     #: The full-text leg's BM25 scores (id -> score).
     bm25: dict[str, float] = field(default_factory=dict)
-    #: How many times its places a ranked leg asks for: ``long_lookahead`` when long memories
-    #: take no place, else 1.
+    #: How many times its places a ranked leg asks for when its first hits hold a long memory:
+    #: ``long_lookahead`` when long memories take no place, else 1.
     lookahead: int = 1
     #: Memories read for their length (id -> memory), reused by the fusion and the hits.
     known: dict[str, Memory] = field(default_factory=dict)
 
-    def places(self, ids: list[str], n: int) -> list[str]:
-        """A ranked leg's ``n`` places from its hits ``ids`` (:func:`leg_places`)."""
-        return leg_places(self.store, self.owner, self.known, ids, n, self.lookahead,
+    def leg(
+        self, search: Callable[[int], list[ScoredId]], n: int
+    ) -> tuple[list[ScoredId], list[str]]:
+        """A ranked leg's hits (``search(k)``: its best ``k``) and its ``n`` places
+        (:func:`memlane.retrieval_long.ranked_leg`)."""
+        return ranked_leg(search, n, self.store, self.owner, self.known, self.lookahead,
                           self.cfg.long_words)  # fmt: skip
 
 
 def _vector_leg(q: _Query, cosine: dict[str, float]) -> list[str]:
     """Nearest embeddings, best first (their cosines go to ``cosine``)."""
-    ask = q.depth * q.lookahead
-    hits = q.store.vector_search(q.owner, q.agent, q.qvec, ask, q.types, q.project)
-    ids = q.places([hit.id for hit in hits], q.depth)
+    hits, ids = q.leg(
+        lambda k: q.store.vector_search(q.owner, q.agent, q.qvec, k, q.types, q.project), q.depth
+    )
     kept = set(ids)
     for hit in hits:
         if hit.id in kept:
@@ -256,8 +260,9 @@ def _fts_leg(q: _Query, cosine: dict[str, float]) -> list[str]:
     only those whose cosine is at least ``fts_floor_relative`` times the vector leg's best
     (when set: their cosines are read, and go to ``cosine``)."""
     places = q.cfg.fts_candidates or q.depth
-    hits = q.store.fts_search(q.owner, q.agent, q.text, places * q.lookahead, q.types, q.project)
-    ids = q.places([hit.id for hit in hits], places)
+    hits, ids = q.leg(
+        lambda k: q.store.fts_search(q.owner, q.agent, q.text, k, q.types, q.project), places
+    )
     kept = set(ids)
     q.bm25.update((hit.id, hit.score) for hit in hits if hit.id in kept)
     if q.cfg.fts_floor_relative <= 0 or not ids:
@@ -354,16 +359,15 @@ def _search(
         depth or max(cfg.candidates, limit), project,
     )  # fmt: skip
     lengths = recipe.lengths and cfg.long_words > 0
-    if lengths and cfg.long_lookahead > 1:
-        q.lookahead = cfg.long_lookahead
+    q.lookahead = cfg.long_lookahead if lengths else 1  # 1: long memories take places
     legs = list(recipe.legs)
     if include_inactive and "vector" in legs:
         legs.append("expired")
     # The ranked legs and their hits' rows in the step's second round trip (same results).
     q.store = step = step or store.search_step(owner, agent)
-    vector_ask, fts_ask = q.depth * q.lookahead, (q.cfg.fts_candidates or q.depth) * q.lookahead
+    fts_ask = q.cfg.fts_candidates or q.depth
     step.prepare(
-        VectorAsk(owner, agent, q.qvec, vector_ask if "vector" in legs else 0, type_set, project),
+        VectorAsk(owner, agent, q.qvec, q.depth if "vector" in legs else 0, type_set, project),
         TextAsk(owner, agent, query, fts_ask if "fts" in legs else 0, type_set, project),
     )
     ranks: dict[str, dict[str, int]] = {}
@@ -376,11 +380,8 @@ def _search(
 
     weights = _weights(cfg)
     known = q.known  # candidates read early (their length), not read again
-    long = (
-        long_memories(q.store, owner, known, list(ranks), cfg.long_words)
-        if lengths
-        else frozenset()
-    )
+    words = cfg.long_words if lengths else 0  # 0: no memory is long (a leg alone)
+    long = long_memories(q.store, owner, known, list(ranks), words)
     factor = dict.fromkeys(long, cfg.long_weight)
     scores = {mid: _rrf(r, weights, cfg.rrf_k) * factor.get(mid, 1.0) for mid, r in ranks.items()}
     nearby: dict[str, float] = {}
@@ -404,9 +405,7 @@ def _search(
         evidence.top_bm25 = max(evidence.bm25.values(), default=0.0)
         evidence.best_cosine = max(cosine.values(), default=0.0)
         # the neighbour and graph legs' hits too (read here once; the hits reuse them)
-        evidence.long = (
-            long_memories(q.store, owner, known, list(ranks), cfg.long_words) if lengths else long
-        )
+        evidence.long = long_memories(q.store, owner, known, list(ranks), words)
     allowed = (Status.ACTIVE, Status.SUPERSEDED) if include_inactive else (Status.ACTIVE,)
     hits = _read_hits(q, ranks, scores, cosine, limit, recipe.floor, allowed, known)
     if evidence is not None and evidence.long:  # among the hits: what the cut is given
