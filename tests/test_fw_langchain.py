@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Iterator
 from contextlib import closing
 from pathlib import Path
 from typing import Any
@@ -24,6 +23,7 @@ from langchain_openai import ChatOpenAI
 from langgraph.checkpoint.memory import InMemorySaver
 
 from conftest import Backend
+from fw_fixtures import engine, model  # noqa: F401  (shared fixtures)
 from fw_support import (
     DEPLOY,
     PROJECT,
@@ -44,20 +44,6 @@ from memlane.integrations import connect
 from memlane.integrations.langchain import MemlaneMiddleware
 from memlane.llm import make_llm
 from server_support import run_server
-
-
-@pytest.fixture(scope="module")
-def model() -> Iterator[FakeModel]:
-    with FakeModel() as served:
-        yield served
-
-
-@pytest.fixture
-def engine(tmp_path: Path) -> Iterator[MemoryEngine]:
-    engine = open_engine(tmp_path)
-    yield engine
-    engine.close()
-
 
 LEARNED = {"content": "Alice deploys on Fridays", "type": "fact", "importance": 0.6}
 

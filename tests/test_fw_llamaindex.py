@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Iterator, Sequence
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -42,12 +41,12 @@ from llama_index.core.tools import FunctionTool  # noqa: E402
 from openai import AsyncOpenAI  # noqa: E402
 from pydantic import PrivateAttr  # noqa: E402
 
+from fw_fixtures import engine, model  # noqa: E402, F401  (shared fixtures)
 from fw_support import (  # noqa: E402
     PROJECT,
     TOOL,
     FakeModel,
     check_remember,
-    open_engine,
     run_scenario,
 )
 from memlane import MemoryEngine  # noqa: E402
@@ -125,19 +124,6 @@ class ChatLLM(FunctionCallingLLM):  # type: ignore[misc]
 
     async def aclose(self) -> None:
         await self._client.close()
-
-
-@pytest.fixture(scope="module")
-def model() -> Iterator[FakeModel]:
-    with FakeModel() as served:
-        yield served
-
-
-@pytest.fixture
-def engine(tmp_path: Path) -> Iterator[MemoryEngine]:
-    engine = open_engine(tmp_path)
-    yield engine
-    engine.close()
 
 
 def lookup(topic: str) -> str:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -24,32 +23,19 @@ from agents import (
 )
 from openai import AsyncOpenAI
 
+from fw_fixtures import engine, model  # noqa: F401  (shared fixtures)
 from fw_support import (
     PROJECT,
     TOOL,
     FakeModel,
     check_bob,
     check_remember,
-    open_engine,
     run_scenario,
 )
 from memlane import MemoryEngine
 from memlane.integrations.openai_agents import MemlaneInputFilter
 
 set_tracing_disabled(True)  # the SDK would export traces to OpenAI otherwise
-
-
-@pytest.fixture(scope="module")
-def model() -> Iterator[FakeModel]:
-    with FakeModel() as served:
-        yield served
-
-
-@pytest.fixture
-def engine(tmp_path: Path) -> Iterator[MemoryEngine]:
-    engine = open_engine(tmp_path)
-    yield engine
-    engine.close()
 
 
 @function_tool(name_override=TOOL)

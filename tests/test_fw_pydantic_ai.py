@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,30 +16,17 @@ from pydantic_ai import Agent
 from pydantic_ai.models.openai import OpenAIChatModel
 from pydantic_ai.providers.openai import OpenAIProvider
 
+from fw_fixtures import engine, model  # noqa: F401  (shared fixtures)
 from fw_support import (
     PROJECT,
     TOOL,
     FakeModel,
     check_bob,
     check_remember,
-    open_engine,
     run_scenario,
 )
 from memlane import MemoryEngine
 from memlane.integrations.pydantic_ai import MemlaneCapability
-
-
-@pytest.fixture(scope="module")
-def model() -> Iterator[FakeModel]:
-    with FakeModel() as served:
-        yield served
-
-
-@pytest.fixture
-def engine(tmp_path: Path) -> Iterator[MemoryEngine]:
-    engine = open_engine(tmp_path)
-    yield engine
-    engine.close()
 
 
 def lookup(topic: str) -> str:

@@ -12,7 +12,6 @@ main environment's extras.
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -21,8 +20,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from env_support import isolate_env
-from fw_support import FakeModel, open_engine
-from memlane import MemoryEngine
+from fw_fixtures import engine, model  # noqa: F401  (shared with the main-env modules)
 
 
 @pytest.fixture(autouse=True)
@@ -31,18 +29,3 @@ def _isolated_env(
 ) -> Path:
     """No test reads the developer's ~/.memlane or their MEMLANE_* variables."""
     return isolate_env(tmp_path_factory, monkeypatch)
-
-
-@pytest.fixture(scope="module")
-def model() -> Iterator[FakeModel]:
-    """The fake OpenAI-compatible model server (tests/fw_support.py), one per test module."""
-    with FakeModel() as served:
-        yield served
-
-
-@pytest.fixture
-def engine(tmp_path: Path) -> Iterator[MemoryEngine]:
-    """A fresh engine on a SQLite store in ``tmp_path`` (fw_support.open_engine)."""
-    engine = open_engine(tmp_path)
-    yield engine
-    engine.close()
